@@ -1,0 +1,4 @@
+"""Thin actors: environment-only processes that stream observations to the learner.
+
+Nothing here imports TensorFlow, the server or the algorithms.
+"""

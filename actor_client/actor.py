@@ -1,0 +1,177 @@
+"""The actor process: K envs, one bidirectional stream to the learner, nothing else.
+
+It knows only the learner's address. The learner tells it what to run and which env
+ids are its own; the actor steps all its envs at once and sends one message for all
+of them. When the learner goes away the actor retries with exponential backoff, and
+on reconnect it resets its envs (the learner's per-env state is gone). SIGTERM or
+SIGINT end it cleanly with exit code 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import secrets
+import signal
+import time
+from dataclasses import dataclass
+
+import grpc
+import numpy as np
+
+from actor_client.envs import AtariSettings, EnvBatch
+from actor_client.wire import PROTOCOL_VERSION, WireError, decode_actions, encode_steps
+from seedfleet.v1 import actor_learner_pb2 as pb
+from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
+
+log = logging.getLogger("seedfleet.actor")
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
+
+
+@dataclass
+class ActorConfig:
+    learner: str = "localhost:8470"  # the learner's address: host:port or unix:PATH
+    envs: int = 32  # envs hosted by this process
+    env_threads: int = 0  # C++ threads of the Atari vector env (0: one per core)
+    reconnect_min_s: float = 0.1  # first retry delay; doubles up to reconnect_max_s
+    reconnect_max_s: float = 5.0
+    log_interval_s: float = 30.0  # seconds between progress lines (0: none)
+
+
+class ProtocolError(Exception):
+    """The learner rejected our messages: retrying would only repeat it."""
+
+
+def _atari(config: pb.EnvConfig) -> AtariSettings | None:
+    if not config.HasField("atari"):
+        return None
+    a = config.atari
+    return AtariSettings(
+        game=a.game,
+        repeat_action_probability=a.repeat_action_probability,
+        full_action_space=a.full_action_space,
+        max_frames_per_episode=a.max_frames_per_episode,
+        frame_skip=a.frame_skip,
+        image_size=a.image_size,
+        noop_max=a.noop_max,
+    )
+
+
+class Actor:
+    def __init__(self, config: ActorConfig):
+        self.config = config
+        self.run_id = secrets.randbits(64)
+        self.envs: EnvBatch | None = None
+        self._env_key: bytes | None = None
+        self.steps = 0
+
+    @staticmethod
+    def _env_key_of(config: pb.EnvConfig) -> bytes:
+        """What the envs are made from: everything in the config but this stream's env ids."""
+        key = pb.EnvConfig()
+        key.CopyFrom(config)
+        key.ClearField("env_ids")
+        return key.SerializeToString(deterministic=True)
+
+    def _envs_for(self, config: pb.EnvConfig) -> EnvBatch:
+        """Builds the envs on first contact (or if the learner's env changed), else reuses them."""
+        key = self._env_key_of(config)
+        if self.envs is not None and key == self._env_key:
+            return self.envs
+        if self.envs is not None:
+            self.envs.close()
+        envs = EnvBatch(config.env_id, self.config.envs, _atari(config), self.config.env_threads)
+        want = (tuple(config.observation.shape), np.dtype(config.observation.dtype))
+        have = (envs.observation_shape, envs.observation_dtype)
+        if want != have or envs.num_actions != config.num_actions:
+            raise ProtocolError(
+                f"learner expects {want} observations and {config.num_actions} actions, "
+                f"this actor's {config.env_id} gives {have} and {envs.num_actions}"
+            )
+        self.envs, self._env_key = envs, key
+        return envs
+
+    async def _session(self, channel: grpc.aio.Channel) -> None:
+        call = pb_grpc.LearnerStub(channel).Act()
+        hello = pb.Hello(run_id=self.run_id, num_envs=self.config.envs, protocol_version=PROTOCOL_VERSION)
+        await call.write(pb.ActorMessage(hello=hello))
+        reply = await call.read()
+        if reply is grpc.aio.EOF or reply.WhichOneof("kind") != "config":
+            raise ConnectionError("the learner closed the stream before sending its config")
+        config = reply.config
+        fresh = self.envs is None or self._env_key_of(config) != self._env_key
+        envs = self._envs_for(config)
+        # Seeds go in once, when the envs are made; later resets continue their streams.
+        batch = envs.reset([config.seed + e for e in config.env_ids] if fresh else None)
+        env_ids = np.asarray(config.env_ids, np.int32)
+        log.info("connected to %s: %s, env ids %d..%d", self.config.learner, config.env_id, env_ids[0], env_ids[-1])
+        last_log, last_steps = time.monotonic(), self.steps
+        while True:
+            await call.write(encode_steps(env_ids, batch))
+            reply = await call.read()
+            if reply is grpc.aio.EOF:
+                raise ConnectionError("the learner ended the stream")
+            try:
+                actions = decode_actions(reply, len(env_ids))
+            except WireError as e:
+                raise ProtocolError(str(e)) from e
+            batch = envs.step(actions)
+            self.steps += len(env_ids)
+            now = time.monotonic()
+            if self.config.log_interval_s and now - last_log >= self.config.log_interval_s:
+                rate = (self.steps - last_steps) / (now - last_log)
+                log.info("%d env steps, %.0f steps/s", self.steps, rate)
+                last_log, last_steps = now, self.steps
+
+    async def run(self) -> None:
+        """Serves the learner until cancelled; reconnects with backoff when it goes away."""
+        delay = self.config.reconnect_min_s
+        while True:
+            started = time.monotonic()
+            try:
+                async with grpc.aio.insecure_channel(self.config.learner, options=CHANNEL_OPTIONS) as channel:
+                    await self._session(channel)
+            except grpc.aio.AioRpcError as e:
+                if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+                    raise ProtocolError(f"the learner rejected this actor: {e.details()}") from e
+                log.warning("learner %s: %s (%s)", self.config.learner, e.code().name, e.details())
+            except ConnectionError as e:
+                log.warning("learner %s: %s", self.config.learner, e)
+            if time.monotonic() - started > 10 * self.config.reconnect_max_s:
+                delay = self.config.reconnect_min_s  # it had been up for a while: start over
+            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+            delay = min(2 * delay, self.config.reconnect_max_s)
+
+    def close(self) -> None:
+        if self.envs is not None:
+            self.envs.close()
+
+
+async def _main(config: ActorConfig) -> int:
+    actor = Actor(config)
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        await actor.run()
+    except asyncio.CancelledError:
+        log.info("stopping after %d env steps", actor.steps)
+        return 0
+    except ProtocolError as e:
+        log.error("%s", e)
+        return 2
+    finally:
+        actor.close()
+    return 0
+
+
+def main(config: ActorConfig) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    return asyncio.run(_main(config))

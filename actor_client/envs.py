@@ -1,0 +1,117 @@
+"""Vector environments for actors: ALE's C++ vector env for Atari, gymnasium's otherwise.
+
+Both use gymnasium's NEXT_STEP autoreset: the step after a terminated or truncated
+one ignores its action and returns the reset observation (reward 0). `EnvBatch`
+makes that explicit with a `first` flag per env, so the learner never joins a
+transition across an episode boundary.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+
+gym.register_envs(ale_py)
+
+
+@dataclass(frozen=True)
+class AtariSettings:
+    """DeepMind-style preprocessing, done in C++ by `ale_py.AtariVectorEnv`.
+
+    The id's own semantics are kept (v5: sticky actions with p = 0.25, minimal action
+    set, 108,000 frames at most). Frames are 84x84 grey, max-pooled over the last two
+    of `frame_skip` frames, one frame per step: the learner stacks them. Rewards are
+    not clipped here, so returns are game scores; the learner clips for training.
+    """
+
+    game: str
+    repeat_action_probability: float
+    full_action_space: bool
+    max_frames_per_episode: int
+    frame_skip: int = 4
+    image_size: int = 84
+    noop_max: int = 30
+
+
+def atari_settings(env_id: str) -> AtariSettings | None:
+    """The preprocessing for an ALE id such as "ALE/Pong-v5", or None for other ids."""
+    spec = gym.spec(env_id)
+    if "ale_py" not in str(spec.entry_point):
+        return None
+    kwargs = spec.kwargs
+    return AtariSettings(
+        game=kwargs["game"],
+        repeat_action_probability=float(kwargs.get("repeat_action_probability", 0.25)),
+        full_action_space=bool(kwargs.get("full_action_space", False)),
+        max_frames_per_episode=int(kwargs.get("max_num_frames_per_episode", 108_000)),
+    )
+
+
+@dataclass
+class StepBatch:
+    """What K envs return in one step, ready for the wire."""
+
+    observations: np.ndarray  # [K, *obs_shape]
+    rewards: np.ndarray  # [K] float32
+    terminated: np.ndarray  # [K] bool
+    truncated: np.ndarray  # [K] bool
+    first: np.ndarray  # [K] bool: the observation opens an episode
+
+
+class EnvBatch:
+    """K envs stepped together, with explicit episode starts."""
+
+    def __init__(self, env_id: str, num_envs: int, atari: AtariSettings | None, num_threads: int = 0):
+        self.num_envs = num_envs
+        self.is_atari = atari is not None
+        self.frame_skip = atari.frame_skip if atari else 1
+        if atari is not None:
+            self.env = ale_py.AtariVectorEnv(
+                atari.game,
+                num_envs,
+                num_threads=num_threads,
+                stack_num=1,
+                img_height=atari.image_size,
+                img_width=atari.image_size,
+                frameskip=atari.frame_skip,
+                noop_max=atari.noop_max,
+                repeat_action_probability=atari.repeat_action_probability,
+                full_action_space=atari.full_action_space,
+                max_num_frames_per_episode=atari.max_frames_per_episode,
+                reward_clipping=False,
+            )
+            self.observation_shape = (atari.image_size, atari.image_size)
+        else:
+            self.env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync")
+            self.observation_shape = tuple(self.env.single_observation_space.shape)
+        space = self.env.single_action_space
+        if not isinstance(space, gym.spaces.Discrete):
+            raise ValueError(f"{env_id}: seedfleet needs discrete actions, got {space}")
+        self.num_actions = int(space.n)
+        self.observation_dtype = np.dtype(self.env.single_observation_space.dtype)
+        self._done = np.zeros(num_envs, bool)
+
+    def _obs(self, obs: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(obs.reshape(self.num_envs, *self.observation_shape))
+
+    def reset(self, seeds: list[int] | None = None) -> StepBatch:
+        """Resets every env; all observations come back marked `first`."""
+        if seeds is not None:  # ALE takes an array of seeds, gymnasium's vector envs a list
+            seeds = np.asarray(seeds, np.int64) if self.is_atari else [int(s) for s in seeds]
+        obs, _ = self.env.reset(seed=seeds)
+        self._done[:] = False
+        zeros = np.zeros(self.num_envs, bool)
+        return StepBatch(self._obs(obs), np.zeros(self.num_envs, np.float32), zeros, zeros, ~zeros)
+
+    def step(self, actions: np.ndarray) -> StepBatch:
+        obs, rewards, terminated, truncated, _ = self.env.step(actions)
+        first = self._done.copy()  # these envs were autoreset by this step
+        terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
+        self._done = terminated | truncated
+        return StepBatch(self._obs(obs), np.asarray(rewards, np.float32), terminated, truncated, first)
+
+    def close(self) -> None:
+        self.env.close()

@@ -1,0 +1,1 @@
+"""Learning algorithms: V-trace, the IMPALA loss and networks. Pure TensorFlow and NumPy."""

@@ -1,0 +1,156 @@
+"""IMPALA (Espeholt et al., 2018): an actor-critic trained with V-trace targets.
+
+One flow: the learner's inference calls `ImpalaAgent.act` on a batch of envs; complete
+unrolls of T + 1 steps come back to `ImpalaAgent.learn` in batches.
+
+An unroll row t holds what the env returned at t (observation x_t, the reward and
+termination flags of the transition into x_t, `first` where x_t opens an episode) and
+what the agent did at x_t (action a_t, behaviour logits). The transition t -> t+1 thus
+reads reward[t+1], terminated[t+1] and first[t+1]:
+
+  * terminated[t+1]: x_{t+1} is terminal, so gamma_t = 0 and nothing is bootstrapped;
+  * truncated[t+1] (time limit): x_{t+1} is the last observation of an unfinished
+    episode; gamma_t = gamma and the target bootstraps from V(x_{t+1});
+  * first[t+1]: x_{t+1} is a reset observation, so t -> t+1 is not a real transition
+    (its action was never applied to a live episode). It is cut: gamma_t = 0 and an
+    importance weight of zero, so v_t = V(x_t), its advantage is zero, and the traces of
+    the steps before it stop there. It also carries no loss (the mask below).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from algorithms import vtrace
+from algorithms.networks import NetworkConfig, PolicyValueNet
+from algorithms.optim import Adam
+
+
+@dataclass
+class ImpalaConfig:
+    discount: float = 0.99
+    unroll_length: int = 20  # T: transitions per unroll (rows: T + 1, overlapping by one)
+    batch_size: int = 32  # unrolls per learner step
+    learning_rate: float = 6e-4
+    adam_epsilon: float = 1e-5
+    baseline_cost: float = 0.5
+    entropy_cost: float = 0.01
+    max_grad_norm: float = 40.0
+    clip_rho_threshold: float = 1.0
+    clip_pg_rho_threshold: float = 1.0
+    vtrace_lambda: float = 1.0
+    reward_clip: float = 1.0  # rewards are clipped to [-c, c] for training; 0 turns it off
+
+
+def _time_major(x: tf.Tensor) -> tf.Tensor:
+    perm = [1, 0] + list(range(2, x.shape.rank))
+    return tf.transpose(x, perm)
+
+
+def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: dict) -> tuple[tf.Tensor, dict]:
+    """The IMPALA loss on a time-major batch of unrolls ([T+1, B, ...], state [B, ...]).
+
+    loss = policy_gradient + baseline_cost * baseline + entropy_cost * entropy, with
+      policy_gradient = -mean(log pi(a_t|x_t) * A_t)        (A_t the V-trace advantage)
+      baseline        = mean(0.5 * (v_t - V(x_t))^2)
+      entropy         = -mean(H(pi(.|x_t)))                  (maximising entropy)
+    each averaged over the T x B transitions, cut transitions weighted zero.
+    """
+    logits, values, _ = net(batch["observation"], batch["first"], batch["state"])
+    actions = tf.cast(batch["action"][:-1], tf.int32)
+    target_logits, bootstrap_value, values = logits[:-1], values[-1], values[:-1]
+    rewards = tf.cast(batch["reward"][1:], tf.float32)
+    if config.reward_clip > 0:
+        rewards = tf.clip_by_value(rewards, -config.reward_clip, config.reward_clip)
+    real = tf.logical_not(batch["first"][1:])
+    mask = tf.cast(real, tf.float32)
+    not_terminal = 1.0 - tf.cast(batch["terminated"][1:], tf.float32)
+    discounts = config.discount * not_terminal * mask
+
+    target_logp = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=target_logits)
+    behaviour_logp = -tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=actions, logits=batch["logits"][:-1]
+    )
+    log_rhos = tf.where(real, target_logp - behaviour_logp, -np.inf)
+    targets = vtrace.from_importance_weights(
+        log_rhos,
+        discounts,
+        rewards,
+        values,
+        bootstrap_value,
+        clip_rho_threshold=config.clip_rho_threshold,
+        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
+        lambda_=config.vtrace_lambda,
+    )
+    count = tf.cast(tf.size(mask), tf.float32)
+    pg_loss = -tf.reduce_sum(mask * target_logp * targets.pg_advantages) / count
+    baseline_loss = tf.reduce_sum(mask * 0.5 * tf.square(targets.vs - values)) / count
+    probs = tf.nn.softmax(target_logits)
+    entropy = -tf.reduce_sum(probs * tf.nn.log_softmax(target_logits), axis=-1)
+    entropy_loss = -tf.reduce_sum(mask * entropy) / count
+    loss = pg_loss + config.baseline_cost * baseline_loss + config.entropy_cost * entropy_loss
+    metrics = {
+        "loss/total": loss,
+        "loss/policy": pg_loss,
+        "loss/baseline": baseline_loss,
+        "loss/entropy": entropy_loss,
+        "policy/entropy": tf.reduce_sum(mask * entropy) / tf.maximum(tf.reduce_sum(mask), 1.0),
+        "policy/mean_rho": tf.reduce_sum(mask * tf.exp(tf.minimum(log_rhos, 10.0)))
+        / tf.maximum(tf.reduce_sum(mask), 1.0),
+    }
+    return loss, metrics
+
+
+class ImpalaAgent(tf.Module):
+    """Acting and learning for IMPALA on one set of variables."""
+
+    def __init__(
+        self,
+        config: ImpalaConfig,
+        network: NetworkConfig,
+        obs_shape: tuple[int, ...],
+        obs_dtype: np.dtype,
+        num_actions: int,
+        seed: int = 0,
+    ):
+        super().__init__()
+        self.config = config
+        self.net = PolicyValueNet(network, obs_shape, num_actions, seed)
+        self.optimizer = Adam(self.net.trainable_variables, config.learning_rate, epsilon=config.adam_epsilon)
+        self.unroll_length = config.unroll_length
+        self.batch_size = config.batch_size
+        # Per-step outputs of `act` that unrolls keep beside the action.
+        self.extras_spec = {"logits": ((num_actions,), np.dtype(np.float32))}
+        state_spec = {
+            k: tf.TensorSpec([None, *v.shape[1:]], v.dtype) for k, v in self.initial_state(1).items()
+        }
+        obs_spec = tf.TensorSpec([None, *obs_shape], tf.as_dtype(obs_dtype))
+        self.act = tf.function(
+            self._act,
+            input_signature=[obs_spec, tf.TensorSpec([None], tf.bool), tf.TensorSpec([None], tf.int32), state_spec],
+        )
+        self.learn = tf.function(self._learn)
+
+    def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
+        return self.net.initial_state(batch_size)
+
+    def _act(self, obs, first, env_ids, state):
+        """One step for a batch of envs: actions sampled from pi, logits kept for V-trace."""
+        del env_ids  # every env follows the same stochastic policy
+        logits, _, new_state = self.net(obs[None], first[None], state)
+        logits = logits[0]
+        actions = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]
+        return actions, {"logits": logits}, new_state
+
+    def _learn(self, batch: dict) -> dict:
+        """One gradient step on a batch of unrolls given batch-major ([B, T+1, ...])."""
+        batch = {k: v if k == "state" else _time_major(v) for k, v in batch.items()}
+        with tf.GradientTape() as tape:
+            loss, metrics = impala_loss(self.net, self.config, batch)
+        variables = self.net.trainable_variables
+        grads = tape.gradient(loss, variables)
+        metrics["grad_norm"] = self.optimizer.apply(grads, self.config.max_grad_norm)
+        return metrics

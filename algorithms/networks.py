@@ -1,0 +1,226 @@
+"""Networks as plain `tf.Module`s: torsos, frame stacking, an optional LSTM core, heads.
+
+Every network works on time-major sequences, `[T, B, ...]`, and carries an explicit
+agent state between calls. Acting is the same function with T = 1, so the learner's
+inference and training read one definition of the model.
+
+Agent state (a dict of tensors with a leading batch dimension):
+  "frames": the last `frame_stack - 1` frames, [B, H, W, k-1] uint8 (stacking only);
+  "lstm_h", "lstm_c": the LSTM state, [B, lstm_size] (LSTM only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+State = dict[str, tf.Tensor]
+
+
+@dataclass
+class NetworkConfig:
+    torso: str = "auto"  # auto | mlp | nature | impala_shallow (auto: mlp for vectors, nature for frames)
+    mlp_sizes: tuple[int, ...] = (64, 64)
+    lstm_size: int = 0  # 0: feed-forward, otherwise an LSTM core of this size
+    frame_stack: int = 1  # frames stacked on the learner (4 for Atari)
+
+
+def _orthogonal(shape: tuple[int, ...], gain: float, rng: np.random.Generator) -> np.ndarray:
+    flat = (int(np.prod(shape[:-1])), shape[-1])
+    a = rng.standard_normal(flat)
+    u, _, vt = np.linalg.svd(a, full_matrices=False)
+    q = u if u.shape == flat else vt
+    return (gain * q).reshape(shape).astype(np.float32)
+
+
+class Linear(tf.Module):
+    def __init__(self, n_in: int, n_out: int, gain: float, rng: np.random.Generator, name=None):
+        super().__init__(name=name)
+        self.w = tf.Variable(_orthogonal((n_in, n_out), gain, rng), name="w")
+        self.b = tf.Variable(tf.zeros([n_out]), name="b")
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        return tf.matmul(x, self.w) + self.b
+
+
+class Conv2D(tf.Module):
+    def __init__(self, c_in: int, c_out: int, kernel: int, stride: int, rng, name=None):
+        super().__init__(name=name)
+        self.w = tf.Variable(_orthogonal((kernel, kernel, c_in, c_out), np.sqrt(2), rng), name="w")
+        self.b = tf.Variable(tf.zeros([c_out]), name="b")
+        self.stride = stride
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        return tf.nn.conv2d(x, self.w, self.stride, "VALID") + self.b
+
+
+class MLPTorso(tf.Module):
+    def __init__(self, n_in: int, sizes: tuple[int, ...], rng):
+        super().__init__()
+        dims = (n_in, *sizes)
+        self.layers = [Linear(a, b, np.sqrt(2), rng) for a, b in zip(dims[:-1], dims[1:])]
+        self.out_size = dims[-1]
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        x = tf.cast(x, tf.float32)
+        for layer in self.layers:
+            x = tf.nn.relu(layer(x))
+        return x
+
+
+class ConvTorso(tf.Module):
+    """Nature DQN torso (Mnih et al., 2015) or the IMPALA paper's shallow torso.
+
+    Input: [N, 84, 84, C] uint8, scaled to [0, 1] here so frames travel as bytes.
+    """
+
+    SPECS = {
+        "nature": (((32, 8, 4), (64, 4, 2), (64, 3, 1)), 512),
+        "impala_shallow": (((16, 8, 4), (32, 4, 2)), 256),
+    }
+
+    def __init__(self, kind: str, image_shape: tuple[int, int, int], rng):
+        super().__init__()
+        convs, hidden = self.SPECS[kind]
+        h, w, c = image_shape
+        self.convs = []
+        for c_out, k, s in convs:
+            self.convs.append(Conv2D(c, c_out, k, s, rng))
+            h, w, c = (h - k) // s + 1, (w - k) // s + 1, c_out
+        self.fc = Linear(h * w * c, hidden, np.sqrt(2), rng)
+        self.out_size = hidden
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        x = tf.cast(x, tf.float32) / 255.0
+        for conv in self.convs:
+            x = tf.nn.relu(conv(x))
+        return tf.nn.relu(self.fc(tf.reshape(x, [tf.shape(x)[0], -1])))
+
+
+def stack_frames(frames: tf.Tensor, first: tf.Tensor, history: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Stacks the last k frames on the learner, so actors send one frame per step.
+
+    Args:
+      frames: [T, B, H, W] the newest frame at each step.
+      first: [T, B] bool, true where frames[t] opens an episode.
+      history: [B, H, W, k-1] the k-1 frames before frames[0] (oldest first).
+
+    Returns:
+      stacked: [T, B, H, W, k], channel k-1 the current frame, channel 0 the oldest.
+      new_history: [B, H, W, k-1], the state for the next call.
+
+    Frame t-j belongs in the stack at t only if no episode opened in (t-j, t], that
+    is, none of first[t-j+1 .. t] is set; frames of an earlier episode are zeros. The
+    history already holds zeros where it predates an episode start, so flags before
+    the sequence count as false.
+    """
+    k = history.shape[-1] + 1
+    t_len = tf.shape(frames)[0]
+    seq = tf.concat([tf.transpose(history, [3, 0, 1, 2]), frames], axis=0)  # [T+k-1, B, H, W]
+    first_padded = tf.concat([tf.zeros([k - 1, tf.shape(first)[1]], tf.bool), first], axis=0)
+    valid = tf.ones_like(first)
+    channels = [None] * k
+    channels[k - 1] = frames
+    for j in range(1, k):
+        valid = tf.logical_and(valid, tf.logical_not(first_padded[k - j : k - j + t_len]))
+        keep = tf.cast(valid, frames.dtype)[:, :, None, None]
+        channels[k - 1 - j] = seq[k - 1 - j : k - 1 - j + t_len] * keep
+    stacked = tf.stack(channels, axis=-1)
+    return stacked, stacked[-1, ..., 1:]
+
+
+class LSTMCore(tf.Module):
+    """An LSTM whose state is zeroed where an episode starts."""
+
+    def __init__(self, n_in: int, size: int, rng):
+        super().__init__()
+        self.size = size
+        self.kernel = Linear(n_in + size, 4 * size, 1.0, rng)
+
+    def __call__(self, xs: tf.Tensor, first: tf.Tensor, h: tf.Tensor, c: tf.Tensor):
+        outputs = []
+        for t in range(xs.shape[0]):
+            keep = 1.0 - tf.cast(first[t], tf.float32)[:, None]
+            h, c = h * keep, c * keep
+            i, f, g, o = tf.split(self.kernel(tf.concat([xs[t], h], axis=-1)), 4, axis=-1)
+            c = tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(g)
+            h = tf.sigmoid(o) * tf.tanh(c)
+            outputs.append(h)
+        return tf.stack(outputs), h, c
+
+
+class RecurrentTorso(tf.Module):
+    """Frame stacking, torso and optional LSTM: the part every agent shares.
+
+    `__call__(obs [T, B, ...], first [T, B], state) -> (features [T, B, F], new_state)`.
+    """
+
+    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], seed: int = 0):
+        super().__init__()
+        rng = np.random.default_rng(seed)
+        self.config = config
+        self.obs_shape = tuple(obs_shape)
+        kind = config.torso
+        if kind == "auto":
+            kind = "mlp" if len(obs_shape) == 1 else "nature"
+        if kind == "mlp":
+            if len(obs_shape) != 1:
+                raise ValueError(f"the mlp torso takes vector observations, got shape {obs_shape}")
+            if config.frame_stack != 1:
+                raise ValueError("frame stacking is for image observations")
+            self.torso = MLPTorso(obs_shape[0], tuple(config.mlp_sizes), rng)
+        elif kind in ConvTorso.SPECS:
+            if len(obs_shape) != 2:
+                raise ValueError(f"the {kind} torso takes [H, W] frames, got shape {obs_shape}")
+            self.torso = ConvTorso(kind, (*obs_shape, config.frame_stack), rng)
+        else:
+            raise ValueError(f"unknown torso {config.torso!r}")
+        self.kind = kind
+        self.core = LSTMCore(self.torso.out_size, config.lstm_size, rng) if config.lstm_size else None
+        self.out_size = config.lstm_size or self.torso.out_size
+        self.rng = rng
+
+    def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
+        state = {}
+        if self.kind != "mlp" and self.config.frame_stack > 1:
+            state["frames"] = np.zeros((batch_size, *self.obs_shape, self.config.frame_stack - 1), np.uint8)
+        if self.core is not None:
+            state["lstm_h"] = np.zeros((batch_size, self.core.size), np.float32)
+            state["lstm_c"] = np.zeros((batch_size, self.core.size), np.float32)
+        return state
+
+    def __call__(self, obs: tf.Tensor, first: tf.Tensor, state: State) -> tuple[tf.Tensor, State]:
+        new_state = {}
+        if "frames" in state:
+            obs, new_state["frames"] = stack_frames(obs, first, state["frames"])
+        elif self.kind != "mlp":
+            obs = obs[..., None]
+        t_len, batch = obs.shape[0], tf.shape(obs)[1]
+        flat = tf.reshape(obs, tf.concat([[t_len * batch], tf.shape(obs)[2:]], axis=0))
+        features = tf.reshape(self.torso(flat), [t_len, batch, self.torso.out_size])
+        if self.core is not None:
+            features, new_state["lstm_h"], new_state["lstm_c"] = self.core(
+                features, first, state["lstm_h"], state["lstm_c"]
+            )
+        return features, new_state
+
+
+class PolicyValueNet(tf.Module):
+    """Actor-critic network for discrete actions: policy logits and a state value."""
+
+    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int, seed=0):
+        super().__init__()
+        self.torso = RecurrentTorso(config, obs_shape, seed)
+        self.policy = Linear(self.torso.out_size, num_actions, 0.01, self.torso.rng)
+        self.value = Linear(self.torso.out_size, 1, 1.0, self.torso.rng)
+        self.num_actions = num_actions
+
+    def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
+        return self.torso.initial_state(batch_size)
+
+    def __call__(self, obs, first, state: State):
+        """Returns (logits [T, B, A], values [T, B], new_state)."""
+        features, new_state = self.torso(obs, first, state)
+        return self.policy(features), tf.squeeze(self.value(features), -1), new_state

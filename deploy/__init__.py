@@ -1,0 +1,1 @@
+"""Deployment: the `seedfleet` command, the one-machine launcher, images and compose files."""

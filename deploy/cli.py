@@ -1,0 +1,72 @@
+"""The `seedfleet` command: `learner`, `actor` and `run` (a learner and local actors).
+
+Subcommands import lazily: `seedfleet actor` never loads TensorFlow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from deploy.flags import add_flags, from_flags
+
+COMMANDS = {
+    "learner": "the learner server: central inference and training",
+    "actor": "an environment-only actor process",
+    "run": "a learner and N local actor processes on this machine",
+}
+
+
+def _learner_classes():
+    from algorithms.impala import ImpalaConfig
+    from algorithms.networks import NetworkConfig
+    from server.learner import LearnerConfig
+
+    return [LearnerConfig, ImpalaConfig, NetworkConfig]
+
+
+def _classes(command: str) -> list:
+    if command == "actor":
+        from actor_client.actor import ActorConfig
+
+        return [ActorConfig]
+    if command == "learner":
+        return _learner_classes()
+    from deploy.local import LaunchConfig
+
+    return [LaunchConfig, *_learner_classes()]
+
+
+def build_parser(command: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"seedfleet {command}", description=COMMANDS[command])
+    taken: set[str] = set()
+    for cls in _classes(command):
+        add_flags(parser, cls, taken)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS:
+        top = argparse.ArgumentParser(prog="seedfleet", description="SEED-style distributed RL.")
+        top.add_argument("command", choices=COMMANDS, help="; ".join(f"{k}: {v}" for k, v in COMMANDS.items()))
+        top.parse_args(argv[:1])
+        return 2
+    command, rest = argv[0], argv[1:]
+    args = build_parser(command).parse_args(rest)
+    configs = [from_flags(cls, args) for cls in _classes(command)]
+    if command == "actor":
+        from actor_client.actor import main as actor_main
+
+        return actor_main(*configs)
+    if command == "learner":
+        from server.learner import main as learner_main
+
+        return learner_main(*configs)
+    from deploy.local import run_local
+
+    return run_local(*configs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""The one-machine launcher: a learner in this process and N actor processes beside it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from algorithms.impala import ImpalaConfig
+from algorithms.networks import NetworkConfig
+from server.learner import LearnerConfig, exit_code, serve
+
+
+@dataclass
+class LaunchConfig:
+    actors: int = 2  # local actor processes
+    envs_per_actor: int = 16  # envs hosted by each actor
+
+
+def actor_command(address: str, envs: int) -> list[str]:
+    return [sys.executable, "-m", "deploy.cli", "actor", "--learner", address, "--envs", str(envs)]
+
+
+def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: ImpalaConfig, network: NetworkConfig) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if learner.address == LearnerConfig.address:
+        learner.address = "127.0.0.1:0"  # a free port on loopback
+    actors: list[subprocess.Popen] = []
+
+    def start_actors(address: str) -> None:
+        for _ in range(launch.actors):
+            actors.append(subprocess.Popen(actor_command(address, launch.envs_per_actor)))
+
+    try:
+        summary = asyncio.run(serve(learner, algo, network, on_ready=start_actors))
+    finally:
+        for proc in actors:
+            proc.terminate()
+        for proc in actors:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return exit_code(learner, summary)

@@ -1,0 +1,1 @@
+"""The learner server: gRPC streams, dynamic batching, central inference and training."""

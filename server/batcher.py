@@ -1,0 +1,100 @@
+"""Dynamic batching of inference requests from many actor streams.
+
+Requests wait in a list. A batch is flushed to the inference thread when
+  * the envs waiting reach `max_batch_envs`, or
+  * every live stream has a request waiting (nobody else could join the batch), or
+  * `timeout_s` has passed since the oldest request arrived.
+While the inference thread is busy, requests keep gathering, so the batch grows with
+the load. Each request's result goes back to its own caller's future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from typing import Any
+
+
+class DynamicBatcher:
+    def __init__(
+        self,
+        process: Callable[[Sequence[Any]], Sequence[Any]],
+        executor: Executor,
+        max_batch_envs: int,
+        timeout_s: float,
+        live_streams: Callable[[], int] = lambda: 0,
+        size_of: Callable[[Any], int] = lambda request: 1,
+    ):
+        self._process = process
+        self._executor = executor
+        self.max_batch_envs = max_batch_envs
+        self.timeout_s = timeout_s
+        self._live_streams = live_streams
+        self._size_of = size_of
+        self._pending: list[tuple[Any, asyncio.Future]] = []
+        self._pending_envs = 0
+        self._oldest = 0.0
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.batches = 0
+        self.batched_envs = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="batcher")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        for _, future in self._pending:
+            future.cancel()
+        self._pending = []
+
+    async def submit(self, request: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        if not self._pending:
+            self._oldest = loop.time()
+        self._pending.append((request, future))
+        self._pending_envs += self._size_of(request)
+        self._wakeup.set()
+        return await future
+
+    def _ready(self) -> bool:
+        live = self._live_streams()
+        return self._pending_envs >= self.max_batch_envs or (0 < live <= len(self._pending))
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            if not self._pending:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            remaining = self._oldest + self.timeout_s - loop.time()
+            if remaining > 0 and not self._ready():
+                self._wakeup.clear()
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), remaining)
+                except TimeoutError:
+                    pass
+                continue
+            # Callers that went away (a dead stream) are dropped before inference.
+            batch = [(r, f) for r, f in self._pending if not f.done()]
+            self._pending, self._pending_envs = [], 0
+            if not batch:
+                continue
+            requests = [r for r, _ in batch]
+            try:
+                results = await loop.run_in_executor(self._executor, self._process, requests)
+            except Exception as error:  # noqa: BLE001 - every caller hears of it
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(error)
+                continue
+            self.batches += 1
+            self.batched_envs += sum(self._size_of(r) for r in requests)
+            for (_, future), result in zip(batch, results):
+                if not future.done():
+                    future.set_result(result)

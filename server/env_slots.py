@@ -1,0 +1,119 @@
+"""Per-env state kept on the learner: agent state, the partial unroll, episode counters.
+
+Every array has the env id as its leading index, so a batch of envs is updated with
+one fancy-indexed NumPy assignment per field: no per-env Python loop.
+
+An unroll holds T + 1 rows; consecutive unrolls of an env overlap by one row (the last
+row of one is the first of the next), so every transition t -> t+1 lands in exactly
+one unroll. Each unroll carries the agent state from before its row 0, which is what
+the learner unrolls the network from (stored state, as in R2D2 and SEED).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from actor_client.envs import StepBatch
+
+StateArrays = dict[str, np.ndarray]
+
+
+class EnvSlots:
+    def __init__(
+        self,
+        capacity: int,
+        unroll_length: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: np.dtype,
+        extras_spec: dict[str, tuple[tuple[int, ...], np.dtype]],
+        initial_state: Callable[[int], StateArrays],
+    ):
+        self.capacity = capacity
+        self.rows_per_unroll = unroll_length + 1
+        shape = (capacity, self.rows_per_unroll)
+        self.rows: dict[str, np.ndarray] = {
+            "observation": np.zeros(shape + tuple(obs_shape), obs_dtype),
+            "first": np.zeros(shape, bool),
+            "reward": np.zeros(shape, np.float32),
+            "terminated": np.zeros(shape, bool),
+            "truncated": np.zeros(shape, bool),
+            "action": np.zeros(shape, np.int32),
+        }
+        for name, (extra_shape, dtype) in extras_spec.items():
+            self.rows[name] = np.zeros(shape + tuple(extra_shape), dtype)
+        self._initial_state = initial_state
+        self.state = initial_state(capacity)  # the agent state now
+        self.start_state = initial_state(capacity)  # the agent state before row 0
+        self.length = np.zeros(capacity, np.int64)  # rows filled in the partial unroll
+        self.episode_return = np.zeros(capacity, np.float64)
+        self.episode_length = np.zeros(capacity, np.int64)
+
+    def reset(self, lo: int, hi: int) -> None:
+        """Forgets envs lo..hi-1: a new actor owns them. Their partial unrolls are dropped."""
+        self.length[lo:hi] = 0
+        self.episode_return[lo:hi] = 0
+        self.episode_length[lo:hi] = 0
+        for name, value in self._initial_state(hi - lo).items():
+            self.state[name][lo:hi] = value
+
+    def gather_state(self, env_ids: np.ndarray) -> StateArrays:
+        return {name: value[env_ids] for name, value in self.state.items()}
+
+    def record(
+        self,
+        env_ids: np.ndarray,
+        step: StepBatch,
+        actions: np.ndarray,
+        extras: dict[str, np.ndarray],
+        pre_state: StateArrays,
+        new_state: StateArrays,
+    ) -> tuple[dict | None, np.ndarray, np.ndarray]:
+        """Appends one row per env and returns completed unrolls and finished episodes.
+
+        `pre_state` is the agent state the step was taken from, `new_state` the state
+        after it. Returns (unrolls or None, episode returns, episode lengths): unrolls
+        are a dict of arrays [N, T+1, ...] plus "state", a dict of [N, ...] arrays.
+        """
+        pos = self.length[env_ids]
+        opening = pos == 0
+        if opening.any():
+            for name, value in self.start_state.items():
+                value[env_ids[opening]] = pre_state[name][opening]
+        fields = {
+            "observation": step.observations,
+            "first": step.first,
+            "reward": step.rewards,
+            "terminated": step.terminated,
+            "truncated": step.truncated,
+            "action": actions,
+            **extras,
+        }
+        for name, value in fields.items():
+            self.rows[name][env_ids, pos] = value
+        pos = pos + 1
+        self.length[env_ids] = pos
+        for name, value in new_state.items():
+            self.state[name][env_ids] = value
+
+        unrolls = None
+        complete = pos == self.rows_per_unroll
+        if complete.any():
+            done_ids = env_ids[complete]
+            unrolls = {name: value[done_ids] for name, value in self.rows.items()}
+            unrolls["state"] = {name: value[done_ids] for name, value in self.start_state.items()}
+            last = self.rows_per_unroll - 1
+            for value in self.rows.values():
+                value[done_ids, 0] = value[done_ids, last]
+            for name, value in self.start_state.items():
+                value[done_ids] = pre_state[name][complete]
+            self.length[done_ids] = 1
+
+        first = step.first
+        returns = np.where(first, 0.0, self.episode_return[env_ids] + step.rewards)
+        lengths = np.where(first, 0, self.episode_length[env_ids] + 1)
+        ended = step.terminated | step.truncated
+        self.episode_return[env_ids] = np.where(ended, 0.0, returns)
+        self.episode_length[env_ids] = np.where(ended, 0, lengths)
+        return unrolls, returns[ended], lengths[ended]

@@ -1,0 +1,62 @@
+"""Central inference: one agent step for a whole batch of envs, whatever the agent.
+
+Runs on the single inference thread, which alone touches the per-env state, so no
+locks are needed there. Both agents go through `InferenceEngine.process`: the agent's
+`act(obs, first, env_ids, state) -> (actions, extras, new_state)` is the only part
+that differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from actor_client.envs import StepBatch
+from server.env_slots import EnvSlots
+from server.metrics import Metrics
+from server.unroll_queue import UnrollQueue
+
+
+@dataclass
+class StepRequest:
+    env_ids: np.ndarray  # int32 [K]
+    step: StepBatch
+
+    def __len__(self) -> int:
+        return len(self.env_ids)
+
+
+class InferenceEngine:
+    def __init__(self, agent, slots: EnvSlots, unrolls: UnrollQueue, metrics: Metrics, device: str):
+        self.agent = agent
+        self.device = device
+        self.slots = slots
+        self.unrolls = unrolls
+        self.metrics = metrics
+
+    def reset(self, lo: int, hi: int) -> None:
+        self.slots.reset(lo, hi)
+
+    def process(self, requests: Sequence[StepRequest]) -> list[np.ndarray]:
+        """Acts for every env in the batch and returns each request's actions."""
+        if len(requests) == 1:
+            env_ids, step = requests[0].env_ids, requests[0].step
+        else:
+            env_ids = np.concatenate([r.env_ids for r in requests])
+            step = StepBatch(
+                *(np.concatenate([getattr(r.step, f) for r in requests]) for f in StepBatch.__dataclass_fields__)
+            )
+        pre_state = self.slots.gather_state(env_ids)
+        with tf.device(self.device):
+            actions, extras, new_state = self.agent.act(step.observations, step.first, env_ids, pre_state)
+        actions = actions.numpy()
+        extras = {k: v.numpy() for k, v in extras.items()}
+        new_state = {k: v.numpy() for k, v in new_state.items()}
+        unrolls, returns, lengths = self.slots.record(env_ids, step, actions, extras, pre_state, new_state)
+        self.metrics.add_inference(len(env_ids), returns, lengths)
+        if unrolls is not None:
+            self.unrolls.put(unrolls)
+        return np.split(actions, np.cumsum([len(r) for r in requests[:-1]]))

@@ -1,0 +1,234 @@
+"""The learner process: gRPC server, inference thread and trainer thread on one agent.
+
+    actors ==Steps==> LearnerService --StepRequest--> DynamicBatcher --batch-->
+    inference thread (InferenceEngine: agent.act, EnvSlots) --unrolls--> UnrollQueue
+    --> trainer thread (agent.learn)
+
+Inference and training read and write the same variables: nothing is shipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import numpy as np
+import tensorflow as tf
+
+from actor_client.actor import CHANNEL_OPTIONS
+from actor_client.envs import EnvBatch, atari_settings
+from algorithms.impala import ImpalaAgent, ImpalaConfig
+from algorithms.networks import NetworkConfig
+from seedfleet.v1 import actor_learner_pb2 as pb
+from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
+from server.batcher import DynamicBatcher
+from server.env_slots import EnvSlots
+from server.inference import InferenceEngine
+from server.metrics import Metrics, Reporter, write_summary
+from server.service import LearnerService
+from server.unroll_queue import UnrollQueue
+
+log = logging.getLogger("seedfleet.learner")
+
+
+@dataclass
+class LearnerConfig:
+    env: str = "CartPole-v1"  # any gymnasium id with discrete actions; ALE ids get Atari preprocessing
+    algo: str = "vtrace"
+    address: str = "[::]:8470"  # where to listen: host:port (port 0 picks one) or unix:PATH
+    seed: int = 0
+    logdir: str = ""  # TensorBoard and summary.json; default runs/<env>-<algo>-seed<seed>
+    max_frames: int = 0  # stop after this many env frames (0: no limit)
+    target_return: float = math.nan  # stop once the mean return over 100 episodes reaches it
+    max_envs: int = 1024  # env slots on the learner, over all actors
+    inference_batch_size: int = 256  # flush a batch once this many envs wait
+    inference_timeout_ms: float = 4.0  # ... or once the oldest request waited this long
+    queue_unrolls: int = 0  # unrolls buffered for the trainer (0: two training batches)
+    progress_interval_s: float = 5.0
+
+
+def env_config_for(config: LearnerConfig) -> tuple[pb.EnvConfig, int]:
+    """What actors must run, read off one probe env made here. Returns (config, frame_skip)."""
+    atari = atari_settings(config.env)
+    probe = EnvBatch(config.env, 1, atari, num_threads=1)
+    try:
+        env_config = pb.EnvConfig(
+            env_id=config.env,
+            seed=config.seed * 1_000_003,
+            observation=pb.ObservationSpec(
+                dtype=probe.observation_dtype.name, shape=list(probe.observation_shape)
+            ),
+            num_actions=probe.num_actions,
+        )
+        if atari is not None:
+            env_config.atari.CopyFrom(
+                pb.AtariPreprocessing(
+                    game=atari.game,
+                    frame_skip=atari.frame_skip,
+                    image_size=atari.image_size,
+                    noop_max=atari.noop_max,
+                    repeat_action_probability=atari.repeat_action_probability,
+                    max_frames_per_episode=atari.max_frames_per_episode,
+                    full_action_space=atari.full_action_space,
+                )
+            )
+        return env_config, probe.frame_skip
+    finally:
+        probe.close()
+
+
+def compute_device() -> str:
+    """The GPU when TensorFlow sees one, else the CPU: inference and training both go there."""
+    return "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
+
+
+def make_agent(config: LearnerConfig, algo_config, network: NetworkConfig, env_config: pb.EnvConfig):
+    obs_shape = tuple(env_config.observation.shape)
+    if network.frame_stack == 0:  # auto: stack 4 frames for Atari
+        network.frame_stack = 4 if env_config.HasField("atari") else 1
+    if config.algo == "vtrace":
+        return ImpalaAgent(
+            algo_config, network, obs_shape, np.dtype(env_config.observation.dtype),
+            env_config.num_actions, seed=config.seed,
+        )
+    raise ValueError(f"unknown algo {config.algo!r}")
+
+
+class Trainer(threading.Thread):
+    """Takes batches of unrolls off the queue and trains on them, until stopped."""
+
+    def __init__(self, agent, queue: UnrollQueue, metrics: Metrics, device: str):
+        super().__init__(name="trainer", daemon=True)
+        self.agent, self.queue, self.metrics, self.device = agent, queue, metrics, device
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                batch = self.queue.get_batch(self.agent.batch_size, timeout_s=0.5)
+                if batch is None:
+                    continue
+                with tf.device(self.device):
+                    out = self.agent.learn(batch)
+                self.metrics.add_learner_step({k: float(v) for k, v in out.items()})
+        except BaseException as error:  # noqa: BLE001 - reported by the main loop
+            self.error = error
+
+
+async def serve(
+    config: LearnerConfig,
+    algo_config: ImpalaConfig,
+    network: NetworkConfig,
+    on_ready: Callable[[str], None] | None = None,
+) -> dict:
+    """Runs the learner until the target, the frame budget or a signal; returns the summary."""
+    logdir = Path(config.logdir or f"runs/{config.env.replace('/', '_')}-{config.algo}-seed{config.seed}")
+    logdir.mkdir(parents=True, exist_ok=True)
+    tf.random.set_seed(config.seed)
+    env_config, frame_skip = env_config_for(config)
+    device = compute_device()
+    with tf.device(device):
+        agent = make_agent(config, algo_config, network, env_config)
+    log.info("%s on %s: obs %s %s, %d actions, device %s", config.algo, config.env,
+             tuple(env_config.observation.shape), env_config.observation.dtype, env_config.num_actions, device)
+
+    metrics = Metrics(frame_skip)
+    queue = UnrollQueue(config.queue_unrolls or 2 * agent.batch_size)
+    slots = EnvSlots(
+        config.max_envs, agent.unroll_length, tuple(env_config.observation.shape),
+        np.dtype(env_config.observation.dtype), agent.extras_spec, agent.initial_state,
+    )
+    engine = InferenceEngine(agent, slots, queue, metrics, device)
+    executor = ThreadPoolExecutor(1, thread_name_prefix="inference")
+    service: LearnerService | None = None
+    batcher = DynamicBatcher(
+        engine.process, executor, config.inference_batch_size, config.inference_timeout_ms / 1000,
+        live_streams=lambda: service.live_streams if service else 0, size_of=len,
+    )
+    service = LearnerService(env_config, engine, batcher, executor, config.max_envs)
+    server = grpc.aio.server(options=CHANNEL_OPTIONS)
+    pb_grpc.add_LearnerServicer_to_server(service, server)
+    port = server.add_insecure_port(config.address)
+    address = config.address if config.address.startswith("unix:") else f"localhost:{port}"
+    writer = tf.summary.create_file_writer(str(logdir))
+    reporter = Reporter(metrics, logdir, lambda: len(queue), writer)
+    trainer = Trainer(agent, queue, metrics, device)
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    batcher.start()
+    await server.start()
+    trainer.start()
+    log.info("listening on %s, logdir %s", address, logdir)
+    if on_ready is not None:
+        on_ready(address)
+    reason, last_report = "signal", time.monotonic()
+    try:
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), 0.25)
+            except TimeoutError:
+                pass
+            if trainer.error is not None:
+                raise RuntimeError("the trainer thread failed") from trainer.error
+            if time.monotonic() - last_report >= config.progress_interval_s:
+                last_report = time.monotonic()
+                print(reporter.report(), flush=True)
+            if config.max_frames and metrics.frames >= config.max_frames:
+                reason = "max_frames"
+                break
+            if metrics.window_full() and metrics.mean_return() >= config.target_return:
+                reason = "target_return"
+                break
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        trainer.stopping.set()
+        queue.close()
+        await server.stop(grace=1.0)
+        await batcher.stop()
+        await loop.run_in_executor(None, trainer.join, 10.0)
+        executor.shutdown(wait=False, cancel_futures=True)
+        print(reporter.report(), flush=True)
+    wall = time.monotonic() - metrics.start
+    mean_return = metrics.mean_return()
+    summary = {
+        "env": config.env,
+        "algo": config.algo,
+        "env_steps": metrics.env_steps,
+        "frames": metrics.frames,
+        "wall_s": round(wall, 2),
+        "episodes": metrics.episodes,
+        "mean_return_last_100": None if math.isnan(mean_return) else round(mean_return, 2),
+        "env_steps_per_s": round(metrics.env_steps / wall, 1),
+        "learner_steps": metrics.learner_steps,
+        "stop_reason": reason,
+    }
+    write_summary(logdir / "summary.json", **summary)
+    log.info("stopped (%s); summary in %s", reason, logdir / "summary.json")
+    return summary
+
+
+def exit_code(config: LearnerConfig, summary: dict) -> int:
+    """0, unless a target return was set and the frame budget ran out before it."""
+    missed = not math.isnan(config.target_return) and summary["stop_reason"] == "max_frames"
+    if missed:
+        log.error("target return %s not reached in %d frames", config.target_return, summary["frames"])
+    return 1 if missed else 0
+
+
+def main(config: LearnerConfig, algo_config: ImpalaConfig, network: NetworkConfig) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    return exit_code(config, asyncio.run(serve(config, algo_config, network)))

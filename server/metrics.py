@@ -1,0 +1,132 @@
+"""Learner metrics: thread-safe counters, console progress, TensorBoard and summary.json."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+
+
+class Metrics:
+    """Counters written by the inference and trainer threads, read by the reporter."""
+
+    def __init__(self, frame_skip: int, window: int = 100):
+        self.frame_skip = frame_skip
+        self.start = time.monotonic()
+        self._lock = threading.Lock()
+        self.env_steps = 0
+        self.episodes = 0
+        self.learner_steps = 0
+        self._returns: deque[float] = deque(maxlen=window)
+        self._lengths: deque[int] = deque(maxlen=window)
+        self._new_returns: list[float] = []
+        self._new_lengths: list[int] = []
+        self._losses: dict[str, float] = {}
+        self._inference_batches = 0
+        self._inference_envs = 0
+
+    def add_inference(self, num_envs: int, returns: np.ndarray, lengths: np.ndarray) -> None:
+        with self._lock:
+            self.env_steps += num_envs
+            self._inference_batches += 1
+            self._inference_envs += num_envs
+            if len(returns):
+                self.episodes += len(returns)
+                self._returns.extend(returns.tolist())
+                self._lengths.extend(lengths.tolist())
+                self._new_returns.extend(returns.tolist())
+                self._new_lengths.extend(lengths.tolist())
+
+    def add_learner_step(self, losses: dict[str, float]) -> None:
+        with self._lock:
+            self.learner_steps += 1
+            self._losses = losses
+
+    @property
+    def frames(self) -> int:
+        return self.env_steps * self.frame_skip
+
+    def mean_return(self) -> float:
+        with self._lock:
+            return float(np.mean(self._returns)) if self._returns else math.nan
+
+    def window_full(self) -> bool:
+        with self._lock:
+            return len(self._returns) == self._returns.maxlen
+
+    def take_interval(self) -> dict:
+        """Everything since the last call: episodes finished, losses, batch sizes."""
+        with self._lock:
+            out = {
+                "returns": self._new_returns,
+                "lengths": self._new_lengths,
+                "losses": dict(self._losses),
+                "mean_batch": self._inference_envs / max(self._inference_batches, 1),
+                "env_steps": self.env_steps,
+                "learner_steps": self.learner_steps,
+            }
+            self._new_returns, self._new_lengths = [], []
+            self._inference_batches = self._inference_envs = 0
+            return out
+
+
+class Reporter:
+    """Console progress lines and TensorBoard scalars at a fixed interval."""
+
+    def __init__(self, metrics: Metrics, logdir: Path, queue_depth, summary_writer=None):
+        self.metrics = metrics
+        self.logdir = logdir
+        self.queue_depth = queue_depth
+        self.writer = summary_writer
+        self._last_time = time.monotonic()
+        self._last_steps = 0
+        self._last_learner_steps = 0
+
+    def report(self) -> str:
+        now = time.monotonic()
+        interval = self.metrics.take_interval()
+        dt = max(now - self._last_time, 1e-9)
+        steps_per_s = (interval["env_steps"] - self._last_steps) / dt
+        learner_per_s = (interval["learner_steps"] - self._last_learner_steps) / dt
+        self._last_time, self._last_steps = now, interval["env_steps"]
+        self._last_learner_steps = interval["learner_steps"]
+        frames = interval["env_steps"] * self.metrics.frame_skip
+        mean_return = self.metrics.mean_return()
+        elapsed = now - self.metrics.start
+        if self.writer is not None:
+            self._write_summaries(frames, interval, steps_per_s, learner_per_s)
+        return (
+            f"frames {frames:,}  fps {steps_per_s * self.metrics.frame_skip:,.0f}  "
+            f"return(100) {mean_return:.1f}  episodes {self.metrics.episodes:,}  "
+            f"learner steps {interval['learner_steps']:,}  elapsed {elapsed:.0f}s"
+        )
+
+    def _write_summaries(self, frames: int, interval: dict, steps_per_s: float, learner_per_s: float):
+        import tensorflow as tf
+
+        with self.writer.as_default(step=frames):
+            for r in interval["returns"]:
+                tf.summary.scalar("episode/return", r)
+            for n in interval["lengths"]:
+                tf.summary.scalar("episode/length", n)
+            tf.summary.scalar("throughput/env_frames_per_s", steps_per_s * self.metrics.frame_skip)
+            tf.summary.scalar("throughput/learner_steps_per_s", learner_per_s)
+            tf.summary.scalar("inference/mean_batch_size", interval["mean_batch"])
+            tf.summary.scalar("queue/depth_unrolls", self.queue_depth())
+            for name, value in interval["losses"].items():
+                tf.summary.scalar(name, value)
+        self.writer.flush()
+
+
+def write_summary(path: Path, **fields) -> None:
+    """Writes summary.json atomically (a temporary file, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(fields, indent=2) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,117 @@
+"""The gRPC face of the learner: handshakes, env id ranges, checked decoding.
+
+Each actor stream gets a contiguous range of env ids. A stream that breaks the
+protocol is closed with INVALID_ARGUMENT; its envs are dropped and every other
+stream goes on being served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import Executor
+
+import grpc
+import numpy as np
+
+from actor_client.wire import PROTOCOL_VERSION, WireError, decode_steps, encode_actions
+from seedfleet.v1 import actor_learner_pb2 as pb
+from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
+from server.batcher import DynamicBatcher
+from server.inference import InferenceEngine, StepRequest
+
+log = logging.getLogger("seedfleet.learner")
+
+
+class SlotAllocator:
+    """Hands out contiguous env id ranges; a returning run id gets its old range back if free."""
+
+    def __init__(self, capacity: int):
+        self.used = np.zeros(capacity, bool)
+        self.previous: dict[int, tuple[int, int]] = {}
+
+    def allocate(self, run_id: int, n: int) -> tuple[int, int] | None:
+        lo_hi = self.previous.get(run_id)
+        if lo_hi is None or lo_hi[1] - lo_hi[0] != n or self.used[lo_hi[0] : lo_hi[1]].any():
+            counts = np.concatenate([[0], np.cumsum(self.used)])
+            window = counts[n:] - counts[:-n] if n <= len(self.used) else np.array([1])
+            free = np.flatnonzero(window == 0)
+            if len(free) == 0:
+                return None
+            lo_hi = (int(free[0]), int(free[0]) + n)
+        self.used[lo_hi[0] : lo_hi[1]] = True
+        self.previous[run_id] = lo_hi
+        return lo_hi
+
+    def release(self, lo: int, hi: int) -> None:
+        self.used[lo:hi] = False
+
+
+class LearnerService(pb_grpc.LearnerServicer):
+    def __init__(
+        self,
+        env_config: pb.EnvConfig,
+        engine: InferenceEngine,
+        batcher: DynamicBatcher,
+        inference_executor: Executor,
+        capacity: int,
+    ):
+        self.env_config = env_config
+        self.obs_shape = tuple(env_config.observation.shape)
+        self.obs_dtype = np.dtype(env_config.observation.dtype)
+        self.engine = engine
+        self.batcher = batcher
+        self.executor = inference_executor
+        self.slots = SlotAllocator(capacity)
+        self.live_streams = 0
+
+    async def Act(self, request_iterator, context: grpc.aio.ServicerContext):
+        messages = aiter(request_iterator)
+        try:
+            first = await anext(messages)
+        except StopAsyncIteration:
+            return
+        if first.WhichOneof("kind") != "hello":
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "the first message must be hello")
+        hello = first.hello
+        if hello.protocol_version != PROTOCOL_VERSION:
+            await context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"protocol version {hello.protocol_version}, this learner speaks {PROTOCOL_VERSION}",
+            )
+        if hello.num_envs < 1:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "num_envs must be at least 1")
+        id_range = self.slots.allocate(hello.run_id, hello.num_envs)
+        if id_range is None:
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"no room for {hello.num_envs} more envs (--max-envs {len(self.slots.used)})",
+            )
+        lo, hi = id_range
+        peer = f"{context.peer()} run {hello.run_id:016x} envs {lo}..{hi - 1}"
+        counted = False
+        try:
+            # The inference thread owns the per-env state: reset it there, in order.
+            await asyncio.get_running_loop().run_in_executor(self.executor, self.engine.reset, lo, hi)
+            config = pb.EnvConfig()
+            config.CopyFrom(self.env_config)
+            config.env_ids.extend(range(lo, hi))
+            log.info("actor connected: %s", peer)
+            self.live_streams += 1
+            counted = True
+            yield pb.LearnerMessage(config=config)
+            async for message in messages:
+                if message.WhichOneof("kind") != "steps":
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected a steps message")
+                try:
+                    env_ids, step = decode_steps(message.steps, id_range, self.obs_shape, self.obs_dtype)
+                except WireError as error:
+                    log.warning("closing %s: %s", peer, error)
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+                actions = await self.batcher.submit(StepRequest(env_ids, step))
+                yield encode_actions(actions)
+        finally:
+            if counted:
+                self.live_streams -= 1
+            self.slots.release(lo, hi)
+            log.info("actor gone: %s", peer)

@@ -1,0 +1,79 @@
+"""A bounded queue of unrolls between the inference thread and the trainer thread.
+
+Unrolls arrive in chunks (all the envs that completed an unroll in one inference
+batch) and leave in training batches of a fixed size. A full queue blocks the
+producer: the actors then wait for the learner, which keeps the data near on-policy.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+import numpy as np
+
+
+def _size(chunk: dict) -> int:
+    return len(chunk["action"])
+
+
+def _slice(chunk: dict, start: int, stop: int) -> dict:
+    return {k: _slice(v, start, stop) if isinstance(v, dict) else v[start:stop] for k, v in chunk.items()}
+
+
+def _concat(chunks: list[dict]) -> dict:
+    first = chunks[0]
+    return {
+        k: _concat([c[k] for c in chunks]) if isinstance(v, dict) else np.concatenate([c[k] for c in chunks])
+        for k, v in first.items()
+    }
+
+
+class UnrollQueue:
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._chunks: deque[dict] = deque()
+        self._size = 0
+        self._closed = False
+        self._cond = threading.Condition()
+
+    def __len__(self) -> int:
+        return self._size
+
+    def put(self, chunk: dict) -> bool:
+        """Adds a chunk, waiting while the queue is full. False if the queue was closed."""
+        with self._cond:
+            while self._size > 0 and self._size + _size(chunk) > self.capacity and not self._closed:
+                self._cond.wait()
+            if self._closed:
+                return False
+            self._chunks.append(chunk)
+            self._size += _size(chunk)
+            self._cond.notify_all()
+            return True
+
+    def get_batch(self, batch_size: int, timeout_s: float) -> dict | None:
+        """Takes exactly `batch_size` unrolls, oldest first; None on timeout or close."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._size >= batch_size or self._closed, timeout_s):
+                return None
+            if self._closed:
+                return None
+            parts, need = [], batch_size
+            while need:
+                chunk = self._chunks.popleft()
+                n = _size(chunk)
+                if n > need:
+                    self._chunks.appendleft(_slice(chunk, need, n))
+                    chunk = _slice(chunk, 0, need)
+                    n = need
+                parts.append(chunk)
+                need -= n
+            self._size -= batch_size
+            self._cond.notify_all()
+        return _concat(parts)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
