@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_SRC := proto/seedfleet/v1/actor_learner.proto
+# The embedded default of `make run`; `make run ARGS="..."` replaces it.
+RUN_DEFAULT := --env CartPole-v1 --algo vtrace --target-return 475 --max-frames 20000000 --logdir runs/cartpole
 
 .PHONY: install proto test run learner actor lint clean
 
@@ -23,7 +25,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 
 run: $(STAMP)
-	$(VENV)/bin/seedfleet run $(ARGS)
+	$(VENV)/bin/seedfleet run $(or $(ARGS),$(RUN_DEFAULT))
 
 learner: $(STAMP)
 	$(VENV)/bin/seedfleet learner $(ARGS)

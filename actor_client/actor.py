@@ -40,7 +40,7 @@ class ActorConfig:
     envs: int = 32  # envs hosted by this process
     env_threads: int = 0  # C++ threads of the Atari vector env (0: one per core)
     reconnect_min_s: float = 0.1  # first retry delay; doubles up to reconnect_max_s
-    reconnect_max_s: float = 5.0
+    reconnect_max_s: float = 5.0  # longest retry delay
     log_interval_s: float = 30.0  # seconds between progress lines (0: none)
 
 

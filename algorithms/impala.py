@@ -31,23 +31,37 @@ from algorithms.optim import Adam
 
 @dataclass
 class ImpalaConfig:
-    discount: float = 0.99
+    discount: float = 0.99  # gamma
     unroll_length: int = 20  # T: transitions per unroll (rows: T + 1, overlapping by one)
     batch_size: int = 32  # unrolls per learner step
-    learning_rate: float = 6e-4
-    adam_epsilon: float = 1e-5
-    baseline_cost: float = 0.5
-    entropy_cost: float = 0.01
-    max_grad_norm: float = 40.0
-    clip_rho_threshold: float = 1.0
-    clip_pg_rho_threshold: float = 1.0
-    vtrace_lambda: float = 1.0
+    learning_rate: float = 6e-4  # Adam step size
+    adam_epsilon: float = 1e-5  # Adam epsilon
+    baseline_cost: float = 0.5  # weight of the value loss 0.5 * (v_s - V(x_s))^2
+    entropy_cost: float = 0.01  # weight of the entropy bonus
+    max_grad_norm: float = 40.0  # gradients are clipped to this global norm
+    clip_rho_threshold: float = 1.0  # rho_bar of the V-trace targets
+    clip_pg_rho_threshold: float = 1.0  # rho_bar of the policy-gradient advantage
+    vtrace_lambda: float = 1.0  # lambda of the V-trace traces c_t
     reward_clip: float = 1.0  # rewards are clipped to [-c, c] for training; 0 turns it off
 
 
 def _time_major(x: tf.Tensor) -> tf.Tensor:
     perm = [1, 0] + list(range(2, x.shape.rank))
     return tf.transpose(x, perm)
+
+
+def transitions(batch: dict, config: ImpalaConfig) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Rewards, discounts and the real-transition mask for t -> t+1, each [T, B].
+
+    Truncation needs nothing here: its discount stays gamma, so the target bootstraps.
+    """
+    rewards = tf.cast(batch["reward"][1:], tf.float32)
+    if config.reward_clip > 0:
+        rewards = tf.clip_by_value(rewards, -config.reward_clip, config.reward_clip)
+    real = tf.logical_not(batch["first"][1:])
+    not_terminal = 1.0 - tf.cast(batch["terminated"][1:], tf.float32)
+    discounts = config.discount * not_terminal * tf.cast(real, tf.float32)
+    return rewards, discounts, real
 
 
 def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: dict) -> tuple[tf.Tensor, dict]:
@@ -62,13 +76,8 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: dict) -> tuple
     logits, values, _ = net(batch["observation"], batch["first"], batch["state"])
     actions = tf.cast(batch["action"][:-1], tf.int32)
     target_logits, bootstrap_value, values = logits[:-1], values[-1], values[:-1]
-    rewards = tf.cast(batch["reward"][1:], tf.float32)
-    if config.reward_clip > 0:
-        rewards = tf.clip_by_value(rewards, -config.reward_clip, config.reward_clip)
-    real = tf.logical_not(batch["first"][1:])
+    rewards, discounts, real = transitions(batch, config)
     mask = tf.cast(real, tf.float32)
-    not_terminal = 1.0 - tf.cast(batch["terminated"][1:], tf.float32)
-    discounts = config.discount * not_terminal * mask
 
     target_logp = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=target_logits)
     behaviour_logp = -tf.nn.sparse_softmax_cross_entropy_with_logits(

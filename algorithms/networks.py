@@ -22,9 +22,9 @@ State = dict[str, tf.Tensor]
 @dataclass
 class NetworkConfig:
     torso: str = "auto"  # auto | mlp | nature | impala_shallow (auto: mlp for vectors, nature for frames)
-    mlp_sizes: tuple[int, ...] = (64, 64)
+    mlp_sizes: tuple[int, ...] = (64, 64)  # hidden layers of the mlp torso
     lstm_size: int = 0  # 0: feed-forward, otherwise an LSTM core of this size
-    frame_stack: int = 1  # frames stacked on the learner (4 for Atari)
+    frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for vectors)
 
 
 def _orthogonal(shape: tuple[int, ...], gain: float, rng: np.random.Generator) -> np.ndarray:
@@ -60,7 +60,7 @@ class MLPTorso(tf.Module):
     def __init__(self, n_in: int, sizes: tuple[int, ...], rng):
         super().__init__()
         dims = (n_in, *sizes)
-        self.layers = [Linear(a, b, np.sqrt(2), rng) for a, b in zip(dims[:-1], dims[1:])]
+        self.layers = [Linear(a, b, np.sqrt(2), rng) for a, b in zip(dims[:-1], dims[1:], strict=True)]
         self.out_size = dims[-1]
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
@@ -163,18 +163,19 @@ class RecurrentTorso(tf.Module):
         self.config = config
         self.obs_shape = tuple(obs_shape)
         kind = config.torso
+        self.frame_stack = config.frame_stack or (4 if len(obs_shape) == 2 else 1)
         if kind == "auto":
             kind = "mlp" if len(obs_shape) == 1 else "nature"
         if kind == "mlp":
             if len(obs_shape) != 1:
                 raise ValueError(f"the mlp torso takes vector observations, got shape {obs_shape}")
-            if config.frame_stack != 1:
+            if self.frame_stack != 1:
                 raise ValueError("frame stacking is for image observations")
             self.torso = MLPTorso(obs_shape[0], tuple(config.mlp_sizes), rng)
         elif kind in ConvTorso.SPECS:
             if len(obs_shape) != 2:
                 raise ValueError(f"the {kind} torso takes [H, W] frames, got shape {obs_shape}")
-            self.torso = ConvTorso(kind, (*obs_shape, config.frame_stack), rng)
+            self.torso = ConvTorso(kind, (*obs_shape, self.frame_stack), rng)
         else:
             raise ValueError(f"unknown torso {config.torso!r}")
         self.kind = kind
@@ -184,8 +185,8 @@ class RecurrentTorso(tf.Module):
 
     def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
         state = {}
-        if self.kind != "mlp" and self.config.frame_stack > 1:
-            state["frames"] = np.zeros((batch_size, *self.obs_shape, self.config.frame_stack - 1), np.uint8)
+        if self.kind != "mlp" and self.frame_stack > 1:
+            state["frames"] = np.zeros((batch_size, *self.obs_shape, self.frame_stack - 1), np.uint8)
         if self.core is not None:
             state["lstm_h"] = np.zeros((batch_size, self.core.size), np.float32)
             state["lstm_c"] = np.zeros((batch_size, self.core.size), np.float32)

@@ -26,7 +26,7 @@ class Adam(tf.Module):
         self.step.assign_add(1)
         t = tf.cast(self.step, tf.float32)
         lr = self.learning_rate * tf.sqrt(1.0 - self.beta2**t) / (1.0 - self.beta1**t)
-        for var, g, m, v in zip(self.variables_, grads, self.m, self.v):
+        for var, g, m, v in zip(self.variables_, grads, self.m, self.v, strict=True):
             m.assign(self.beta1 * m + (1.0 - self.beta1) * g)
             v.assign(self.beta2 * v + (1.0 - self.beta2) * tf.square(g))
             var.assign_sub(lr * m / (tf.sqrt(v) + self.epsilon))

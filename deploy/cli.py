@@ -6,6 +6,7 @@ Subcommands import lazily: `seedfleet actor` never loads TensorFlow.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from deploy.flags import add_flags, from_flags
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         top.parse_args(argv[:1])
         return 2
     command, rest = argv[0], argv[1:]
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
     args = build_parser(command).parse_args(rest)
     configs = [from_flags(cls, args) for cls in _classes(command)]
     if command == "actor":

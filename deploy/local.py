@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -23,6 +25,13 @@ def actor_command(address: str, envs: int) -> list[str]:
     return [sys.executable, "-m", "deploy.cli", "actor", "--learner", address, "--envs", str(envs)]
 
 
+def _die_with_parent() -> None:
+    """Linux: the actor gets SIGTERM when the launcher dies, even by SIGKILL."""
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: ImpalaConfig, network: NetworkConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if learner.address == LearnerConfig.address:
@@ -31,7 +40,9 @@ def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: ImpalaConfig, 
 
     def start_actors(address: str) -> None:
         for _ in range(launch.actors):
-            actors.append(subprocess.Popen(actor_command(address, launch.envs_per_actor)))
+            actors.append(
+                subprocess.Popen(actor_command(address, launch.envs_per_actor), preexec_fn=_die_with_parent)
+            )
 
     try:
         summary = asyncio.run(serve(learner, algo, network, on_ready=start_actors))

@@ -4,8 +4,9 @@ Requests wait in a list. A batch is flushed to the inference thread when
   * the envs waiting reach `max_batch_envs`, or
   * every live stream has a request waiting (nobody else could join the batch), or
   * `timeout_s` has passed since the oldest request arrived.
-While the inference thread is busy, requests keep gathering, so the batch grows with
-the load. Each request's result goes back to its own caller's future.
+While the inference thread is busy, requests keep gathering, so batches grow with the
+load, up to `max_batch_envs` (a request is never split; the rest waits for the next
+batch). Each request's result goes back to its own caller's future.
 """
 
 from __future__ import annotations
@@ -32,9 +33,8 @@ class DynamicBatcher:
         self.timeout_s = timeout_s
         self._live_streams = live_streams
         self._size_of = size_of
-        self._pending: list[tuple[Any, asyncio.Future]] = []
+        self._pending: list[tuple[Any, asyncio.Future, float]] = []  # request, future, arrival
         self._pending_envs = 0
-        self._oldest = 0.0
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.batches = 0
@@ -47,16 +47,14 @@ class DynamicBatcher:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        for _, future in self._pending:
+        for _, future, _ in self._pending:
             future.cancel()
         self._pending = []
 
     async def submit(self, request: Any) -> Any:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        if not self._pending:
-            self._oldest = loop.time()
-        self._pending.append((request, future))
+        self._pending.append((request, future, loop.time()))
         self._pending_envs += self._size_of(request)
         self._wakeup.set()
         return await future
@@ -65,6 +63,20 @@ class DynamicBatcher:
         live = self._live_streams()
         return self._pending_envs >= self.max_batch_envs or (0 < live <= len(self._pending))
 
+    def _take_batch(self) -> list[tuple[Any, asyncio.Future]]:
+        """Up to max_batch_envs of the oldest requests; callers gone away (a dead stream) are dropped."""
+        batch, envs, taken = [], 0, 0
+        for request, future, _ in self._pending:
+            if batch and envs + self._size_of(request) > self.max_batch_envs:
+                break
+            taken += 1
+            if not future.done():
+                batch.append((request, future))
+                envs += self._size_of(request)
+        self._pending = self._pending[taken:]
+        self._pending_envs = sum(self._size_of(r) for r, _, _ in self._pending)
+        return batch
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
@@ -72,7 +84,7 @@ class DynamicBatcher:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            remaining = self._oldest + self.timeout_s - loop.time()
+            remaining = self._pending[0][2] + self.timeout_s - loop.time()
             if remaining > 0 and not self._ready():
                 self._wakeup.clear()
                 try:
@@ -80,9 +92,7 @@ class DynamicBatcher:
                 except TimeoutError:
                     pass
                 continue
-            # Callers that went away (a dead stream) are dropped before inference.
-            batch = [(r, f) for r, f in self._pending if not f.done()]
-            self._pending, self._pending_envs = [], 0
+            batch = self._take_batch()
             if not batch:
                 continue
             requests = [r for r, _ in batch]
@@ -95,6 +105,6 @@ class DynamicBatcher:
                 continue
             self.batches += 1
             self.batched_envs += sum(self._size_of(r) for r in requests)
-            for (_, future), result in zip(batch, results):
+            for (_, future), result in zip(batch, results, strict=True):
                 if not future.done():
                     future.set_result(result)

@@ -43,9 +43,9 @@ log = logging.getLogger("seedfleet.learner")
 @dataclass
 class LearnerConfig:
     env: str = "CartPole-v1"  # any gymnasium id with discrete actions; ALE ids get Atari preprocessing
-    algo: str = "vtrace"
+    algo: str = "vtrace"  # the agent: vtrace (IMPALA)
     address: str = "[::]:8470"  # where to listen: host:port (port 0 picks one) or unix:PATH
-    seed: int = 0
+    seed: int = 0  # seeds the network, action sampling and the envs
     logdir: str = ""  # TensorBoard and summary.json; default runs/<env>-<algo>-seed<seed>
     max_frames: int = 0  # stop after this many env frames (0: no limit)
     target_return: float = math.nan  # stop once the mean return over 100 episodes reaches it
@@ -53,7 +53,7 @@ class LearnerConfig:
     inference_batch_size: int = 256  # flush a batch once this many envs wait
     inference_timeout_ms: float = 4.0  # ... or once the oldest request waited this long
     queue_unrolls: int = 0  # unrolls buffered for the trainer (0: two training batches)
-    progress_interval_s: float = 5.0
+    progress_interval_s: float = 5.0  # seconds between console progress lines
 
 
 def env_config_for(config: LearnerConfig) -> tuple[pb.EnvConfig, int]:
@@ -93,8 +93,6 @@ def compute_device() -> str:
 
 def make_agent(config: LearnerConfig, algo_config, network: NetworkConfig, env_config: pb.EnvConfig):
     obs_shape = tuple(env_config.observation.shape)
-    if network.frame_stack == 0:  # auto: stack 4 frames for Atari
-        network.frame_stack = 4 if env_config.HasField("atari") else 1
     if config.algo == "vtrace":
         return ImpalaAgent(
             algo_config, network, obs_shape, np.dtype(env_config.observation.dtype),

@@ -1,0 +1,79 @@
+"""Shared helpers: learner and actor processes on loopback, with their logs captured."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+class Proc:
+    """A child process whose merged output is collected line by line in the background."""
+
+    def __init__(self, args: list[str], env: dict | None = None):
+        self.args = args
+        self.popen = subprocess.Popen(
+            args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, **(env or {})},
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.popen.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float = 60.0, start: int = 0) -> re.Match:
+        """Waits for a line matching `pattern` among lines[start:]."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.lines[start:]:
+                match = re.search(pattern, line)
+                if match:
+                    return match
+            if self.popen.poll() is not None and not self._reader.is_alive():
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no line matching {pattern!r} within {timeout}s:\n{self.output()[-4000:]}")
+
+    def stop(self, sig=signal.SIGTERM, timeout: float = 15.0) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            return self.popen.wait()
+
+
+def seedfleet(*args: str) -> list[str]:
+    return [sys.executable, "-m", "deploy.cli", *args]
+
+
+def start_learner(*args: str, address: str = "127.0.0.1:0") -> tuple[Proc, str]:
+    proc = Proc(seedfleet("learner", "--address", address, "--progress-interval-s", "1", *args))
+    address = proc.wait_for(r"listening on (\S+),", timeout=120).group(1)
+    return proc, address
+
+
+@pytest.fixture
+def procs():
+    """Collects processes started by a test and stops them at its end."""
+    started: list[Proc] = []
+    yield started
+    for proc in started:
+        proc.stop(signal.SIGKILL)

@@ -1,0 +1,62 @@
+"""The actor process: no TensorFlow, reconnects after a learner restart, clean SIGTERM."""
+
+import ast
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, Proc, seedfleet, start_learner
+
+FORBIDDEN = ("tensorflow", "keras", "server", "algorithms")
+
+
+def test_actor_package_imports_no_tensorflow_server_or_algorithms():
+    for path in Path(ROOT, "actor_client").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] not in FORBIDDEN, f"{path.name} imports {name}"
+
+
+def test_seedfleet_actor_never_loads_tensorflow():
+    """Runs the real `seedfleet actor` entry point (against no learner) and inspects sys.modules."""
+    code = (
+        "import os, signal, sys, threading\n"
+        "threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()\n"
+        "from deploy.cli import main\n"
+        "rc = main(['actor', '--learner', '127.0.0.1:9', '--envs', '2'])\n"
+        "heavy = ('tensorflow', 'keras', 'server', 'algorithms')\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] in heavy)\n"
+        "print('LOADED', loaded, 'RC', rc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "LOADED [] RC 0" in out.stdout, out.stdout + out.stderr
+    assert "grpc" in out.stderr or "learner" in out.stderr  # it did try to reach the learner
+
+
+def test_actor_reconnects_after_the_learner_restarts(procs):
+    learner, address = start_learner("--env", "CartPole-v1")
+    procs.append(learner)
+    actor = Proc(seedfleet("actor", "--learner", address, "--envs", "4", "--reconnect-max-s", "0.5"))
+    procs.append(actor)
+    learner.wait_for("actor connected")
+    learner.wait_for(r"^frames [1-9]")
+    learner.stop(signal.SIGKILL)
+
+    mark = len(actor.lines)
+    actor.wait_for("UNAVAILABLE", start=mark)  # it noticed
+    again = Proc(seedfleet("learner", "--address", address, "--progress-interval-s", "1"))
+    procs.append(again)
+    again.wait_for("actor connected", timeout=120)
+    again.wait_for(r"^frames [1-9]")  # and steps flow again
+    assert actor.popen.poll() is None
+    assert len([ln for ln in actor.lines if "connected to" in ln]) == 2
+
+    assert actor.stop(signal.SIGTERM) == 0
+    assert "stopping after" in actor.output()

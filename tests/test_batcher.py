@@ -1,0 +1,134 @@
+"""The dynamic batcher: flush on size, on timeout, when every stream waits; replies reach their callers."""
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from server.batcher import DynamicBatcher
+
+
+class Recorder:
+    def __init__(self):
+        self.batches = []
+
+    def __call__(self, requests):
+        self.batches.append(list(requests))
+        return [f"reply-{r}" for r in requests]
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_flushes_on_size_without_waiting_for_the_timeout():
+    async def main():
+        process = Recorder()
+        batcher = DynamicBatcher(process, ThreadPoolExecutor(1), max_batch_envs=4, timeout_s=10.0)
+        batcher.start()
+        start = time.monotonic()
+        replies = await asyncio.gather(*(batcher.submit(i) for i in range(4)))
+        elapsed = time.monotonic() - start
+        await batcher.stop()
+        return process, replies, elapsed
+
+    process, replies, elapsed = run(main())
+    assert replies == [f"reply-{i}" for i in range(4)]
+    assert process.batches == [[0, 1, 2, 3]]
+    assert elapsed < 1.0
+
+
+def test_flushes_on_timeout_with_a_partial_batch():
+    async def main():
+        process = Recorder()
+        batcher = DynamicBatcher(process, ThreadPoolExecutor(1), max_batch_envs=100, timeout_s=0.05)
+        batcher.start()
+        start = time.monotonic()
+        replies = await asyncio.gather(batcher.submit("a"), batcher.submit("b"))
+        elapsed = time.monotonic() - start
+        await batcher.stop()
+        return process, replies, elapsed
+
+    process, replies, elapsed = run(main())
+    assert replies == ["reply-a", "reply-b"]
+    assert process.batches == [["a", "b"]]
+    assert 0.04 <= elapsed < 1.0
+
+
+def test_flushes_once_every_live_stream_waits():
+    async def main():
+        process = Recorder()
+        batcher = DynamicBatcher(process, ThreadPoolExecutor(1), max_batch_envs=100, timeout_s=10.0,
+                                 live_streams=lambda: 3)
+        batcher.start()
+        start = time.monotonic()
+        replies = await asyncio.gather(*(batcher.submit(i) for i in range(3)))
+        await batcher.stop()
+        return replies, time.monotonic() - start
+
+    replies, elapsed = run(main())
+    assert replies == ["reply-0", "reply-1", "reply-2"]
+    assert elapsed < 1.0
+
+
+def test_every_reply_reaches_its_caller_under_load():
+    """Many callers, staggered, with request sizes: each gets its own reply back."""
+
+    async def main():
+        process = Recorder()
+        batcher = DynamicBatcher(process, ThreadPoolExecutor(1), max_batch_envs=16, timeout_s=0.002,
+                                 size_of=lambda r: r[1])
+
+        async def caller(i):
+            await asyncio.sleep((i % 7) * 0.001)
+            return await batcher.submit((i, 1 + i % 5))
+
+        batcher.start()
+        replies = await asyncio.gather(*(caller(i) for i in range(300)))
+        await batcher.stop()
+        return process, replies
+
+    process, replies = run(main())
+    assert replies == [f"reply-{(i, 1 + i % 5)}" for i in range(300)]
+    assert sum(len(b) for b in process.batches) == 300
+    assert len(process.batches) < 300  # requests were really batched
+    # no batch goes over the size limit
+    assert max(sum(size for _, size in batch) for batch in process.batches) <= 16
+
+
+def test_a_failing_batch_fails_its_callers_and_the_batcher_goes_on():
+    calls = []
+
+    def process(requests):
+        calls.append(list(requests))
+        if "bad" in requests:
+            raise RuntimeError("inference failed")
+        return list(requests)
+
+    async def main():
+        batcher = DynamicBatcher(process, ThreadPoolExecutor(1), max_batch_envs=1, timeout_s=0.01)
+        batcher.start()
+        with pytest.raises(RuntimeError, match="inference failed"):
+            await batcher.submit("bad")
+        assert await batcher.submit("good") == "good"
+        await batcher.stop()
+
+    run(main())
+
+
+def test_cancelled_callers_are_left_out_of_the_batch():
+    async def main():
+        process = Recorder()
+        batcher = DynamicBatcher(process, ThreadPoolExecutor(1), max_batch_envs=100, timeout_s=0.05)
+        batcher.start()
+        gone = asyncio.ensure_future(batcher.submit("gone"))
+        await asyncio.sleep(0)
+        gone.cancel()
+        reply = await batcher.submit("kept")
+        await batcher.stop()
+        return process, reply
+
+    process, reply = run(main())
+    assert reply == "reply-kept"
+    assert process.batches == [["kept"]]

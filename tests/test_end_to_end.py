@@ -1,0 +1,46 @@
+"""A learner and two actor processes train CartPole for a short while, and the return rises."""
+
+import json
+import re
+
+import gymnasium as gym
+import numpy as np
+from conftest import Proc, seedfleet
+
+
+def random_policy_return(episodes: int = 200) -> float:
+    env = gym.make("CartPole-v1")
+    rng = np.random.default_rng(0)
+    returns = []
+    for i in range(episodes):
+        env.reset(seed=i)
+        total, done = 0.0, False
+        while not done:
+            _, reward, terminated, truncated, _ = env.step(int(rng.integers(2)))
+            total += reward
+            done = terminated or truncated
+        returns.append(total)
+    return float(np.mean(returns))
+
+
+def test_learner_and_two_actors_learn_cartpole(tmp_path):
+    logdir = tmp_path / "run"
+    run = Proc(seedfleet(
+        "run", "--env", "CartPole-v1", "--actors", "2", "--envs-per-actor", "8",
+        "--max-frames", "150000", "--learning-rate", "2e-3", "--batch-size", "16",
+        "--progress-interval-s", "1", "--logdir", str(logdir), "--seed", "0",
+    ))
+    assert run.popen.wait(timeout=240) == 0, run.output()[-3000:]
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert set(summary) >= {"env", "algo", "env_steps", "frames", "wall_s", "episodes",
+                            "mean_return_last_100", "env_steps_per_s"}
+    assert summary["env"] == "CartPole-v1" and summary["algo"] == "vtrace"
+    assert summary["frames"] >= 150000 and summary["learner_steps"] > 0
+    assert len([ln for ln in run.lines if "actor connected" in ln]) == 2
+
+    baseline = random_policy_return()
+    assert 15 < baseline < 30  # CartPole under a uniform random policy: about 22
+    early = [float(m.group(1)) for m in (re.search(r"return\(100\) ([\d.]+)", ln) for ln in run.lines) if m]
+    assert early and early[0] < 2 * baseline  # it starts out near random
+    assert summary["mean_return_last_100"] > 2 * baseline, summary
+    assert list((logdir).glob("events.out.tfevents.*")), "no TensorBoard summaries"

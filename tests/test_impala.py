@@ -1,0 +1,96 @@
+"""The IMPALA loss: episode boundaries, masking, and learning on a fixed batch."""
+
+import numpy as np
+import tensorflow as tf
+
+from algorithms.impala import ImpalaAgent, ImpalaConfig, impala_loss, transitions
+from algorithms.networks import NetworkConfig
+
+
+def make_batch(rng, T=6, B=4, obs_dim=3, num_actions=2):
+    """Batch-major unrolls, as the learner's queue hands them out."""
+    first = np.zeros((B, T + 1), bool)
+    first[:, 0] = True
+    first[1, 4] = True
+    terminated = np.zeros((B, T + 1), bool)
+    terminated[1, 3] = True
+    truncated = np.zeros((B, T + 1), bool)
+    truncated[2, 2] = True
+    first[2, 3] = True
+    return {
+        "observation": rng.normal(size=(B, T + 1, obs_dim)).astype(np.float32),
+        "first": first,
+        "reward": rng.normal(size=(B, T + 1)).astype(np.float32),
+        "terminated": terminated,
+        "truncated": truncated,
+        "action": rng.integers(0, num_actions, (B, T + 1)).astype(np.int32),
+        "logits": rng.normal(size=(B, T + 1, num_actions)).astype(np.float32),
+        "state": {},
+    }
+
+
+def time_major(batch):
+    return {k: v if k == "state" else np.swapaxes(v, 0, 1) for k, v in batch.items()}
+
+
+def make_agent(**overrides):
+    config = ImpalaConfig(unroll_length=6, batch_size=4, **overrides)
+    return ImpalaAgent(config, NetworkConfig(), (3,), np.dtype(np.float32), 2, seed=0)
+
+
+def test_termination_stops_bootstrapping_truncation_bootstraps_resets_are_cut():
+    batch = time_major(make_batch(np.random.default_rng(0)))
+    config = ImpalaConfig(discount=0.9, reward_clip=0.0)
+    rewards, discounts, real = transitions(batch, config)
+    discounts, real = discounts.numpy(), real.numpy()
+    # transition t -> t+1 reads row t+1
+    assert discounts[2, 1] == 0.0 and real[2, 1]  # into a terminal observation
+    assert discounts[1, 2] == np.float32(0.9) and real[1, 2]  # into a truncated one: bootstrap
+    assert discounts[2, 2] == 0.0 and not real[2, 2]  # into the reset observation: cut
+    assert discounts[3, 1] == 0.0 and not real[3, 1]
+    assert real.sum() == real.size - 2
+    np.testing.assert_allclose(rewards.numpy(), batch["reward"][1:])
+
+
+def test_reward_clipping():
+    batch = time_major(make_batch(np.random.default_rng(0)))
+    batch["reward"] = batch["reward"] * 10
+    rewards, _, _ = transitions(batch, ImpalaConfig(reward_clip=1.0))
+    assert np.abs(rewards.numpy()).max() <= 1.0
+
+
+def test_cut_transitions_carry_no_loss():
+    agent = make_agent()
+    batch = time_major(make_batch(np.random.default_rng(1)))
+    loss, _ = impala_loss(agent.net, agent.config, batch)
+    changed = dict(batch)
+    changed["reward"] = batch["reward"].copy()
+    changed["action"] = batch["action"].copy()
+    # transition 2 -> 3 of env 2 leads into a reset: its action and reward must not matter
+    changed["reward"][3, 2] += 100.0
+    changed["action"][2, 2] = 1 - batch["action"][2, 2]
+    loss2, _ = impala_loss(agent.net, agent.config, changed)
+    np.testing.assert_allclose(loss.numpy(), loss2.numpy(), rtol=1e-6)
+    # a real transition's reward does matter
+    changed["reward"][2, 2] += 100.0
+    loss3, _ = impala_loss(agent.net, agent.config, changed)
+    assert abs(loss3.numpy() - loss.numpy()) > 1e-3
+
+
+def test_one_training_step_lowers_the_loss_on_a_fixed_batch():
+    agent = make_agent(learning_rate=1e-2)
+    batch = make_batch(np.random.default_rng(2))
+    before, _ = impala_loss(agent.net, agent.config, time_major(batch))
+    metrics = agent.learn(dict(batch))
+    after, _ = impala_loss(agent.net, agent.config, time_major(batch))
+    assert np.isfinite(metrics["grad_norm"].numpy())
+    assert after.numpy() < before.numpy()
+
+
+def test_act_samples_valid_actions_and_returns_logits():
+    agent = make_agent()
+    obs = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    actions, extras, state = agent.act(obs, np.ones(5, bool), np.arange(5, dtype=np.int32), {})
+    assert actions.shape == (5,) and set(actions.numpy()) <= {0, 1}
+    assert extras["logits"].shape == (5, 2)
+    assert tf.reduce_all(tf.math.is_finite(extras["logits"]))

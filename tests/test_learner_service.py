@@ -1,0 +1,137 @@
+"""The learner against real actors and hand-made streams, over loopback gRPC."""
+
+import queue
+import re
+import time
+
+import grpc
+import numpy as np
+import pytest
+from conftest import Proc, seedfleet, start_learner
+
+from actor_client.envs import StepBatch
+from actor_client.wire import PROTOCOL_VERSION, decode_actions, encode_steps
+from seedfleet.v1 import actor_learner_pb2 as pb
+from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
+
+
+class RawActor:
+    """A hand-driven stream: what a buggy or hostile actor could send."""
+
+    def __init__(self, address: str, num_envs: int, run_id: int = 1234):
+        self.channel = grpc.insecure_channel(address)
+        self.outbox: queue.Queue = queue.Queue()
+        self.replies = pb_grpc.LearnerStub(self.channel).Act(iter(self.outbox.get, None))
+        hello = pb.Hello(run_id=run_id, num_envs=num_envs, protocol_version=PROTOCOL_VERSION)
+        self.outbox.put(pb.ActorMessage(hello=hello))
+        self.config = next(self.replies).config
+
+    def send(self, message: pb.ActorMessage) -> pb.LearnerMessage:
+        self.outbox.put(message)
+        return next(self.replies)
+
+    def close(self):
+        self.outbox.put(None)
+        self.channel.close()
+
+
+def cartpole_steps(env_ids, nan_reward=False, drop_byte=False, first=False):
+    n = len(env_ids)
+    batch = StepBatch(
+        observations=np.zeros((n, 4), np.float32),
+        rewards=np.full(n, np.nan if nan_reward else 1.0, np.float32),
+        terminated=np.zeros(n, bool),
+        truncated=np.zeros(n, bool),
+        first=np.full(n, first),
+    )
+    message = encode_steps(np.asarray(env_ids), batch)
+    if drop_byte:
+        message.steps.observations = message.steps.observations[:-1]
+    return message
+
+
+def frames_seen(learner: Proc) -> int:
+    found = [int(m.group(1).replace(",", "")) for m in
+             (re.search(r"^frames ([\d,]+)", line) for line in learner.lines) if m]
+    return found[-1] if found else 0
+
+
+def wait_frames_above(learner: Proc, value: int, timeout: float = 30.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if frames_seen(learner) > value:
+            return frames_seen(learner)
+        time.sleep(0.2)
+    raise AssertionError(f"frames stayed at {frames_seen(learner)}:\n{learner.output()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def learner():
+    """One learner for the module: each test checks only what happened during it."""
+    proc, address = start_learner("--env", "CartPole-v1")
+    yield proc, address
+    proc.stop()
+
+
+def test_a_raw_stream_gets_actions_for_its_envs(learner):
+    _, address = learner
+    actor = RawActor(address, num_envs=3)
+    ids = list(actor.config.env_ids)
+    assert len(ids) == 3 and actor.config.env_id == "CartPole-v1"
+    assert tuple(actor.config.observation.shape) == (4,) and actor.config.num_actions == 2
+    for t in range(5):
+        actions = decode_actions(actor.send(cartpole_steps(ids, first=(t == 0))), 3)
+        assert set(actions) <= {0, 1}
+    actor.close()
+
+
+@pytest.mark.parametrize(
+    "bad,detail",
+    [
+        (lambda ids: cartpole_steps(ids, drop_byte=True), "observations: expected"),
+        (lambda ids: cartpole_steps([ids[0], 999]), "unknown env id 999"),
+        (lambda ids: cartpole_steps(ids, nan_reward=True), "finite"),
+        (lambda ids: pb.ActorMessage(hello=pb.Hello(run_id=5, num_envs=2, protocol_version=1)), "expected a steps"),
+    ],
+)
+def test_a_malformed_message_closes_only_that_stream(learner, procs, bad, detail):
+    proc, address = learner
+    start = len(proc.lines)
+    good = Proc(seedfleet("actor", "--learner", address, "--envs", "4"))
+    procs.append(good)
+    good.wait_for("connected to")
+    before = wait_frames_above(proc, frames_seen(proc))
+
+    rogue = RawActor(address, num_envs=2, run_id=99)
+    ids = list(rogue.config.env_ids)
+    rogue.send(cartpole_steps(ids, first=True))  # a good message first
+    with pytest.raises(grpc.RpcError) as error:
+        rogue.send(bad(ids))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert detail in error.value.details()
+    rogue.close()
+
+    wait_frames_above(proc, before + 1000)  # the good actor is still served
+    assert good.popen.poll() is None
+    assert "UNAVAILABLE" not in good.output()
+    assert len([ln for ln in proc.lines[start:] if "actor connected" in ln]) == 2
+    good.stop()
+
+
+def test_handshake_is_checked(learner):
+    _, address = learner
+    channel = grpc.insecure_channel(address)
+    stub = pb_grpc.LearnerStub(channel)
+    wrong_version = pb.ActorMessage(hello=pb.Hello(run_id=1, num_envs=2, protocol_version=99))
+    with pytest.raises(grpc.RpcError) as error:
+        next(stub.Act(iter([wrong_version])))
+    assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    steps_first = cartpole_steps([0])
+    with pytest.raises(grpc.RpcError) as error:
+        next(stub.Act(iter([steps_first])))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    too_many = pb.ActorMessage(hello=pb.Hello(run_id=2, num_envs=100_000, protocol_version=PROTOCOL_VERSION))
+    with pytest.raises(grpc.RpcError) as error:
+        next(stub.Act(iter([too_many])))
+    assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    channel.close()

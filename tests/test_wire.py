@@ -1,0 +1,61 @@
+"""Checked decoding of actor messages: every malformed field is named in the error."""
+
+import numpy as np
+import pytest
+
+from actor_client.envs import StepBatch
+from actor_client.wire import WireError, decode_actions, decode_steps, encode_actions, encode_steps
+
+SHAPE = (2, 3)
+
+
+def good_batch(n=3):
+    return StepBatch(
+        observations=np.arange(n * 6, dtype=np.uint8).reshape(n, *SHAPE),
+        rewards=np.linspace(-1, 1, n).astype(np.float32),
+        terminated=np.array([True] + [False] * (n - 1)),
+        truncated=np.zeros(n, bool),
+        first=np.array([False] * (n - 1) + [True]),
+    )
+
+
+def decode(message, id_range=(10, 13)):
+    return decode_steps(message.steps, id_range, SHAPE, np.dtype(np.uint8))
+
+
+def test_round_trip():
+    batch = good_batch()
+    ids, out = decode(encode_steps(np.array([12, 10, 11]), batch))
+    np.testing.assert_array_equal(ids, [12, 10, 11])
+    for field in ("observations", "rewards", "terminated", "truncated", "first"):
+        np.testing.assert_array_equal(getattr(out, field), getattr(batch, field))
+    np.testing.assert_array_equal(decode_actions(encode_actions(np.array([4, 0, 1])), 3), [4, 0, 1])
+
+
+@pytest.mark.parametrize(
+    "mutate,message",
+    [
+        (lambda m: setattr(m.steps, "observations", m.steps.observations[:-1]), "observations: expected 18 bytes"),
+        (lambda m: setattr(m.steps, "env_ids", np.array([10, 11, 99], "<i4").tobytes()), "unknown env id 99"),
+        (lambda m: setattr(m.steps, "env_ids", np.array([10, 10, 11], "<i4").tobytes()), "appears twice"),
+        (lambda m: setattr(m.steps, "env_ids", b"\x00\x01"), "whole number"),
+        (lambda m: setattr(m.steps, "rewards", np.array([0, np.nan, 1], "<f4").tobytes()), "finite"),
+        (lambda m: setattr(m.steps, "rewards", b"\x00" * 8), "rewards: expected 12 bytes"),
+        (lambda m: setattr(m.steps, "first", b"\x00\x02\x00"), "0 or 1"),
+        (lambda m: setattr(m.steps, "terminated", b"\x00"), "terminated: expected 3 bytes"),
+        (lambda m: setattr(m.steps, "env_ids", b""), "at least one env"),
+    ],
+)
+def test_malformed_steps_are_rejected(mutate, message):
+    msg = encode_steps(np.array([10, 11, 12]), good_batch())
+    mutate(msg)
+    with pytest.raises(WireError, match=message):
+        decode(msg)
+
+
+def test_float_observations_must_be_finite():
+    batch = StepBatch(np.array([[np.inf, 0.0]], np.float32), np.zeros(1, np.float32),
+                      np.zeros(1, bool), np.zeros(1, bool), np.zeros(1, bool))
+    msg = encode_steps(np.array([0]), batch)
+    with pytest.raises(WireError, match="observations must be finite"):
+        decode_steps(msg.steps, (0, 1), (2,), np.dtype(np.float32))
