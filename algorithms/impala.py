@@ -33,8 +33,8 @@ from algorithms.optim import Adam
 class ImpalaConfig:
     discount: float = 0.99  # gamma
     unroll_length: int = 20  # T: transitions per unroll (rows: T + 1, overlapping by one)
-    batch_size: int = 32  # unrolls per learner step
-    learning_rate: float = 6e-4  # Adam step size
+    batch_size: int = 16  # unrolls per learner step
+    learning_rate: float = 1e-3  # Adam step size
     adam_epsilon: float = 1e-5  # Adam epsilon
     baseline_cost: float = 0.5  # weight of the value loss 0.5 * (v_s - V(x_s))^2
     entropy_cost: float = 0.01  # weight of the entropy bonus

@@ -5,7 +5,7 @@ agent state between calls. Acting is the same function with T = 1, so the learne
 inference and training read one definition of the model.
 
 Agent state (a dict of tensors with a leading batch dimension):
-  "frames": the last `frame_stack - 1` frames, [B, H, W, k-1] uint8 (stacking only);
+  "frames": the last `frame_stack - 1` frames, [B, k-1, H, W] uint8 (stacking only);
   "lstm_h", "lstm_c": the LSTM state, [B, lstm_size] (LSTM only).
 """
 
@@ -73,7 +73,10 @@ class MLPTorso(tf.Module):
 class ConvTorso(tf.Module):
     """Nature DQN torso (Mnih et al., 2015) or the IMPALA paper's shallow torso.
 
-    Input: [N, 84, 84, C] uint8, scaled to [0, 1] here so frames travel as bytes.
+    Input: [N, k, 84, 84] uint8 (frame-major stacks), scaled to [0, 1] here so frames
+    travel as bytes. Stacks are built frame-major because that only moves whole
+    contiguous frames; one transpose here makes the channels-last layout conv2d wants
+    (interleaving bytes in any earlier op measured several times slower).
     """
 
     SPECS = {
@@ -93,7 +96,7 @@ class ConvTorso(tf.Module):
         self.out_size = hidden
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        x = tf.cast(x, tf.float32) / 255.0
+        x = tf.cast(tf.transpose(x, [0, 2, 3, 1]), tf.float32) / 255.0
         for conv in self.convs:
             x = tf.nn.relu(conv(x))
         return tf.nn.relu(self.fc(tf.reshape(x, [tf.shape(x)[0], -1])))
@@ -105,20 +108,20 @@ def stack_frames(frames: tf.Tensor, first: tf.Tensor, history: tf.Tensor) -> tup
     Args:
       frames: [T, B, H, W] the newest frame at each step.
       first: [T, B] bool, true where frames[t] opens an episode.
-      history: [B, H, W, k-1] the k-1 frames before frames[0] (oldest first).
+      history: [B, k-1, H, W] the k-1 frames before frames[0] (oldest first).
 
     Returns:
-      stacked: [T, B, H, W, k], channel k-1 the current frame, channel 0 the oldest.
-      new_history: [B, H, W, k-1], the state for the next call.
+      stacked: [T, B, k, H, W], index k-1 the current frame, index 0 the oldest.
+      new_history: [B, k-1, H, W], the state for the next call.
 
     Frame t-j belongs in the stack at t only if no episode opened in (t-j, t], that
     is, none of first[t-j+1 .. t] is set; frames of an earlier episode are zeros. The
     history already holds zeros where it predates an episode start, so flags before
     the sequence count as false.
     """
-    k = history.shape[-1] + 1
+    k = history.shape[1] + 1
     t_len = tf.shape(frames)[0]
-    seq = tf.concat([tf.transpose(history, [3, 0, 1, 2]), frames], axis=0)  # [T+k-1, B, H, W]
+    seq = tf.concat([tf.transpose(history, [1, 0, 2, 3]), frames], axis=0)  # [T+k-1, B, H, W]
     first_padded = tf.concat([tf.zeros([k - 1, tf.shape(first)[1]], tf.bool), first], axis=0)
     valid = tf.ones_like(first)
     channels = [None] * k
@@ -127,8 +130,8 @@ def stack_frames(frames: tf.Tensor, first: tf.Tensor, history: tf.Tensor) -> tup
         valid = tf.logical_and(valid, tf.logical_not(first_padded[k - j : k - j + t_len]))
         keep = tf.cast(valid, frames.dtype)[:, :, None, None]
         channels[k - 1 - j] = seq[k - 1 - j : k - 1 - j + t_len] * keep
-    stacked = tf.stack(channels, axis=-1)
-    return stacked, stacked[-1, ..., 1:]
+    stacked = tf.stack(channels, axis=2)
+    return stacked, stacked[-1, :, 1:]
 
 
 class LSTMCore(tf.Module):
@@ -186,7 +189,7 @@ class RecurrentTorso(tf.Module):
     def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
         state = {}
         if self.kind != "mlp" and self.frame_stack > 1:
-            state["frames"] = np.zeros((batch_size, *self.obs_shape, self.frame_stack - 1), np.uint8)
+            state["frames"] = np.zeros((batch_size, self.frame_stack - 1, *self.obs_shape), np.uint8)
         if self.core is not None:
             state["lstm_h"] = np.zeros((batch_size, self.core.size), np.float32)
             state["lstm_c"] = np.zeros((batch_size, self.core.size), np.float32)
@@ -197,7 +200,7 @@ class RecurrentTorso(tf.Module):
         if "frames" in state:
             obs, new_state["frames"] = stack_frames(obs, first, state["frames"])
         elif self.kind != "mlp":
-            obs = obs[..., None]
+            obs = obs[:, :, None]
         t_len, batch = obs.shape[0], tf.shape(obs)[1]
         flat = tf.reshape(obs, tf.concat([[t_len * batch], tf.shape(obs)[2:]], axis=0))
         features = tf.reshape(self.torso(flat), [t_len, batch, self.torso.out_size])

@@ -173,6 +173,7 @@ async def serve(
     if on_ready is not None:
         on_ready(address)
     reason, last_report = "signal", time.monotonic()
+    snapshot: dict | None = None
     try:
         while not stop.is_set():
             try:
@@ -190,6 +191,7 @@ async def serve(
             if metrics.window_full() and metrics.mean_return() >= config.target_return:
                 reason = "target_return"
                 break
+        snapshot = metrics.summary()  # as of the stop, before the teardown's last steps
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
@@ -200,20 +202,7 @@ async def serve(
         await loop.run_in_executor(None, trainer.join, 10.0)
         executor.shutdown(wait=False, cancel_futures=True)
         print(reporter.report(), flush=True)
-    wall = time.monotonic() - metrics.start
-    mean_return = metrics.mean_return()
-    summary = {
-        "env": config.env,
-        "algo": config.algo,
-        "env_steps": metrics.env_steps,
-        "frames": metrics.frames,
-        "wall_s": round(wall, 2),
-        "episodes": metrics.episodes,
-        "mean_return_last_100": None if math.isnan(mean_return) else round(mean_return, 2),
-        "env_steps_per_s": round(metrics.env_steps / wall, 1),
-        "learner_steps": metrics.learner_steps,
-        "stop_reason": reason,
-    }
+    summary = {"env": config.env, "algo": config.algo, **(snapshot or metrics.summary()), "stop_reason": reason}
     write_summary(logdir / "summary.json", **summary)
     log.info("stopped (%s); summary in %s", reason, logdir / "summary.json")
     return summary

@@ -60,6 +60,21 @@ class Metrics:
         with self._lock:
             return len(self._returns) == self._returns.maxlen
 
+    def summary(self) -> dict:
+        """The counters for summary.json."""
+        wall = time.monotonic() - self.start
+        mean_return = self.mean_return()
+        with self._lock:
+            return {
+                "env_steps": self.env_steps,
+                "frames": self.env_steps * self.frame_skip,
+                "wall_s": round(wall, 2),
+                "episodes": self.episodes,
+                "mean_return_last_100": None if math.isnan(mean_return) else round(mean_return, 2),
+                "env_steps_per_s": round(self.env_steps / wall, 1),
+                "learner_steps": self.learner_steps,
+            }
+
     def take_interval(self) -> dict:
         """Everything since the last call: episodes finished, losses, batch sizes."""
         with self._lock:
@@ -77,7 +92,9 @@ class Metrics:
 
 
 class Reporter:
-    """Console progress lines and TensorBoard scalars at a fixed interval."""
+    """Console progress lines, progress.csv and TensorBoard scalars at a fixed interval."""
+
+    CSV_COLUMNS = "elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,episodes,learner_steps\n"
 
     def __init__(self, metrics: Metrics, logdir: Path, queue_depth, summary_writer=None):
         self.metrics = metrics
@@ -87,6 +104,9 @@ class Reporter:
         self._last_time = time.monotonic()
         self._last_steps = 0
         self._last_learner_steps = 0
+        self.csv_path = logdir / "progress.csv"
+        if not self.csv_path.exists():
+            self.csv_path.write_text(self.CSV_COLUMNS)
 
     def report(self) -> str:
         now = time.monotonic()
@@ -101,6 +121,11 @@ class Reporter:
         elapsed = now - self.metrics.start
         if self.writer is not None:
             self._write_summaries(frames, interval, steps_per_s, learner_per_s)
+        with self.csv_path.open("a") as csv:
+            csv.write(
+                f"{elapsed:.1f},{frames},{interval['env_steps']},{steps_per_s * self.metrics.frame_skip:.1f},"
+                f"{mean_return:.3f},{self.metrics.episodes},{interval['learner_steps']}\n"
+            )
         return (
             f"frames {frames:,}  fps {steps_per_s * self.metrics.frame_skip:,.0f}  "
             f"return(100) {mean_return:.1f}  episodes {self.metrics.episodes:,}  "

@@ -60,3 +60,29 @@ def test_actor_reconnects_after_the_learner_restarts(procs):
 
     assert actor.stop(signal.SIGTERM) == 0
     assert "stopping after" in actor.output()
+
+
+def test_an_actor_install_does_not_pull_tensorflow():
+    """The `actor` extra's dependency closure (from installed metadata) holds no TensorFlow."""
+    import re
+    import tomllib
+    from importlib.metadata import PackageNotFoundError, requires
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["actor"]
+
+    def name(requirement: str) -> str:
+        return re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+    seen, todo = set(), [name(r) for r in extra]
+    while todo:
+        package = todo.pop()
+        if package in seen:
+            continue
+        seen.add(package)
+        try:
+            reqs = requires(package) or []
+        except PackageNotFoundError:
+            continue
+        todo += [name(r) for r in reqs if "extra ==" not in r]
+    assert {"grpcio", "gymnasium", "ale-py", "numpy"} <= seen
+    assert not {p for p in seen if p.startswith(("tensorflow", "keras", "tf-"))}, sorted(seen)

@@ -9,15 +9,15 @@ from algorithms.networks import NetworkConfig, PolicyValueNet, stack_frames
 def reference_stack(frames, first, history):
     """Plain loop: keep a deque of k frames per env, zeroed where an episode opens."""
     T, B = first.shape
-    k = history.shape[-1] + 1
-    out = np.zeros(frames.shape + (k,), frames.dtype)
+    k = history.shape[1] + 1
+    out = np.zeros((T, B, k) + frames.shape[2:], frames.dtype)
     for b in range(B):
-        stack = [history[b, ..., i] for i in range(k - 1)]
+        stack = [history[b, i] for i in range(k - 1)]
         for t in range(T):
             if first[t, b]:
                 stack = [np.zeros_like(frames[t, b]) for _ in range(k - 1)]
             stack = stack + [frames[t, b]]
-            out[t, b] = np.stack(stack, axis=-1)
+            out[t, b] = np.stack(stack)
             stack = stack[1:]
     return out
 
@@ -28,11 +28,11 @@ def test_stack_frames_matches_a_loop_across_episode_starts():
     frames = rng.integers(1, 255, (T, B, H, W), dtype=np.uint8)
     first = np.zeros((T, B), bool)
     first[2, 0] = first[5, 0] = first[0, 1] = first[6, 2] = True
-    history = rng.integers(1, 255, (B, H, W, k - 1), dtype=np.uint8)
+    history = rng.integers(1, 255, (B, k - 1, H, W), dtype=np.uint8)
     stacked, new_history = stack_frames(tf.constant(frames), tf.constant(first), tf.constant(history))
     expected = reference_stack(frames, first, history)
     np.testing.assert_array_equal(stacked.numpy(), expected)
-    np.testing.assert_array_equal(new_history.numpy(), expected[-1, ..., 1:])
+    np.testing.assert_array_equal(new_history.numpy(), expected[-1, :, 1:])
 
 
 def _run_both_ways(config, obs_shape, obs, first):

@@ -1,0 +1,49 @@
+"""Actor-side envs: Atari preprocessing settings, one frame per step, explicit episode starts."""
+
+import numpy as np
+
+from actor_client.envs import EnvBatch, atari_settings
+
+
+def test_atari_ids_keep_their_semantics():
+    v5 = atari_settings("ALE/Pong-v5")
+    assert v5.game == "pong" and v5.repeat_action_probability == 0.25
+    assert v5.frame_skip == 4 and v5.image_size == 84 and not v5.full_action_space
+    assert atari_settings("PongNoFrameskip-v4").repeat_action_probability == 0.0
+    assert atari_settings("CartPole-v1") is None
+
+
+def test_atari_batch_sends_single_unclipped_frames():
+    envs = EnvBatch("ALE/Breakout-v5", 2, atari_settings("ALE/Breakout-v5"), num_threads=1)
+    try:
+        batch = envs.reset(seeds=[0, 1])
+        assert batch.observations.shape == (2, 84, 84) and batch.observations.dtype == np.uint8
+        assert batch.first.all()
+        assert envs.num_actions == 4 and envs.frame_skip == 4
+        rewards = []
+        for _ in range(300):  # FIRE and move: Breakout scores bricks worth more than 1 later on
+            batch = envs.step(np.array([1, 3]))
+            rewards.append(batch.rewards)
+            assert not batch.first.any() or not (batch.terminated | batch.truncated)[batch.first].any()
+        assert np.concatenate(rewards).max() >= 1.0
+    finally:
+        envs.close()
+
+
+def test_autoreset_is_flagged_as_first_and_carries_no_reward():
+    envs = EnvBatch("CartPole-v1", 4, None)
+    try:
+        batch = envs.reset(seeds=[0, 1, 2, 3])
+        rng = np.random.default_rng(0)
+        done_before = np.zeros(4, bool)
+        seen_reset = 0
+        for _ in range(200):
+            batch = envs.step(rng.integers(0, 2, 4))
+            np.testing.assert_array_equal(batch.first, done_before)
+            assert (batch.rewards[batch.first] == 0).all()
+            assert not (batch.terminated | batch.truncated)[batch.first].any()
+            seen_reset += batch.first.sum()
+            done_before = batch.terminated | batch.truncated
+        assert seen_reset > 4
+    finally:
+        envs.close()
