@@ -36,7 +36,7 @@ def test_learner_and_two_actors_learn_cartpole(tmp_path):
                             "mean_return_last_100", "env_steps_per_s"}
     assert summary["env"] == "CartPole-v1" and summary["algo"] == "vtrace"
     assert summary["frames"] >= 150000 and summary["learner_steps"] > 0
-    assert len([ln for ln in run.lines if "actor connected" in ln]) == 2
+    assert len([ln for ln in run.lines if "learner actor connected" in ln]) == 2
 
     baseline = random_policy_return()
     assert 15 < baseline < 30  # CartPole under a uniform random policy: about 22

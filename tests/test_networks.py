@@ -74,3 +74,14 @@ def test_lstm_state_resets_where_an_episode_opens():
     again, _, _ = net(tf.constant(obs[2:]), tf.constant(first[2:]), net.initial_state(B))
     np.testing.assert_allclose(logits.numpy()[2:], again.numpy(), rtol=1e-5, atol=1e-6)
     _run_both_ways(NetworkConfig(lstm_size=8), (4,), obs, first)
+
+
+def test_bfloat16_torso_stays_close_to_float32():
+    rng = np.random.default_rng(2)
+    obs = tf.constant(rng.integers(0, 255, (2, 3, 84, 84), dtype=np.uint8))
+    first = tf.constant(np.zeros((2, 3), bool))
+    nets = [PolicyValueNet(NetworkConfig(compute_dtype=d), (84, 84), 4, seed=5) for d in ("float32", "bfloat16")]
+    (l32, v32, _), (l16, v16, _) = (net(obs, first, net.initial_state(3)) for net in nets)
+    assert l16.dtype == tf.float32 and v16.dtype == tf.float32
+    np.testing.assert_allclose(v16.numpy(), v32.numpy(), rtol=0.05, atol=0.05)
+    np.testing.assert_allclose(l16.numpy(), l32.numpy(), rtol=0.05, atol=0.01)
