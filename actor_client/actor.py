@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import grpc
 import numpy as np
 
-from actor_client.envs import AtariSettings, EnvBatch
-from actor_client.wire import PROTOCOL_VERSION, WireError, decode_actions, encode_steps
+from actor_client.envs import EnvBatch
+from actor_client.wire import PROTOCOL_VERSION, WireError, atari_from_proto, decode_actions, encode_steps
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 
@@ -48,21 +48,6 @@ class ProtocolError(Exception):
     """The learner rejected our messages: retrying would only repeat it."""
 
 
-def _atari(config: pb.EnvConfig) -> AtariSettings | None:
-    if not config.HasField("atari"):
-        return None
-    a = config.atari
-    return AtariSettings(
-        game=a.game,
-        repeat_action_probability=a.repeat_action_probability,
-        full_action_space=a.full_action_space,
-        max_frames_per_episode=a.max_frames_per_episode,
-        frame_skip=a.frame_skip,
-        image_size=a.image_size,
-        noop_max=a.noop_max,
-    )
-
-
 class Actor:
     def __init__(self, config: ActorConfig):
         self.config = config
@@ -86,7 +71,7 @@ class Actor:
             return self.envs
         if self.envs is not None:
             self.envs.close()
-        envs = EnvBatch(config.env_id, self.config.envs, _atari(config), self.config.env_threads)
+        envs = EnvBatch(config.env_id, self.config.envs, atari_from_proto(config), self.config.env_threads)
         want = (tuple(config.observation.shape), np.dtype(config.observation.dtype))
         have = (envs.observation_shape, envs.observation_dtype)
         if want != have or envs.num_actions != config.num_actions:

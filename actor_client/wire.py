@@ -7,9 +7,11 @@ Arrays travel as little-endian bytes; decoding is `np.frombuffer`, no per-env lo
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from actor_client.envs import StepBatch
+from actor_client.envs import AtariSettings, StepBatch
 from seedfleet.v1 import actor_learner_pb2 as pb
 
 PROTOCOL_VERSION = 1
@@ -21,6 +23,17 @@ class WireError(ValueError):
 
 def _le(dtype: np.dtype) -> np.dtype:
     return np.dtype(dtype).newbyteorder("<")
+
+
+def atari_to_proto(settings: AtariSettings) -> pb.AtariPreprocessing:
+    return pb.AtariPreprocessing(**dataclasses.asdict(settings))
+
+
+def atari_from_proto(config: pb.EnvConfig) -> AtariSettings | None:
+    """The Atari preprocessing a learner asks for, or None for a plain gymnasium env."""
+    if not config.HasField("atari"):
+        return None
+    return AtariSettings(**{f.name: getattr(config.atari, f.name) for f in dataclasses.fields(AtariSettings)})
 
 
 def encode_steps(env_ids: np.ndarray, batch: StepBatch) -> pb.ActorMessage:

@@ -39,6 +39,7 @@ class DynamicBatcher:
         self._task: asyncio.Task | None = None
         self.batches = 0
         self.batched_envs = 0
+        self.error: Exception | None = None  # the last failure of `process`, for the owner to act on
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="batcher")
@@ -99,6 +100,7 @@ class DynamicBatcher:
             try:
                 results = await loop.run_in_executor(self._executor, self._process, requests)
             except Exception as error:  # noqa: BLE001 - every caller hears of it
+                self.error = error
                 for _, future in batch:
                     if not future.done():
                         future.set_exception(error)

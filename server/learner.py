@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from actor_client.actor import CHANNEL_OPTIONS
 from actor_client.envs import EnvBatch, atari_settings
+from actor_client.wire import atari_to_proto
 from algorithms.impala import ImpalaAgent, ImpalaConfig
 from algorithms.networks import NetworkConfig
 from seedfleet.v1 import actor_learner_pb2 as pb
@@ -70,17 +71,7 @@ def env_config_for(config: LearnerConfig) -> tuple[pb.EnvConfig, int]:
             num_actions=probe.num_actions,
         )
         if atari is not None:
-            env_config.atari.CopyFrom(
-                pb.AtariPreprocessing(
-                    game=atari.game,
-                    frame_skip=atari.frame_skip,
-                    image_size=atari.image_size,
-                    noop_max=atari.noop_max,
-                    repeat_action_probability=atari.repeat_action_probability,
-                    max_frames_per_episode=atari.max_frames_per_episode,
-                    full_action_space=atari.full_action_space,
-                )
-            )
+            env_config.atari.CopyFrom(atari_to_proto(atari))
         return env_config, probe.frame_skip
     finally:
         probe.close()
@@ -182,6 +173,8 @@ async def serve(
                 pass
             if trainer.error is not None:
                 raise RuntimeError("the trainer thread failed") from trainer.error
+            if batcher.error is not None:
+                raise RuntimeError("inference failed") from batcher.error
             if time.monotonic() - last_report >= config.progress_interval_s:
                 last_report = time.monotonic()
                 print(reporter.report(), flush=True)

@@ -108,7 +108,10 @@ class LearnerService(pb_grpc.LearnerServicer):
                 except WireError as error:
                     log.warning("closing %s: %s", peer, error)
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-                actions = await self.batcher.submit(StepRequest(env_ids, step))
+                try:
+                    actions = await self.batcher.submit(StepRequest(env_ids, step))
+                except Exception as error:  # noqa: BLE001 - the learner stops on it; tell the actor
+                    await context.abort(grpc.StatusCode.INTERNAL, f"inference failed: {error}")
                 yield encode_actions(actions)
         finally:
             if counted:

@@ -111,6 +111,7 @@ def test_a_failing_batch_fails_its_callers_and_the_batcher_goes_on():
         batcher.start()
         with pytest.raises(RuntimeError, match="inference failed"):
             await batcher.submit("bad")
+        assert isinstance(batcher.error, RuntimeError)
         assert await batcher.submit("good") == "good"
         await batcher.stop()
 

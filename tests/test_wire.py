@@ -59,3 +59,15 @@ def test_float_observations_must_be_finite():
     msg = encode_steps(np.array([0]), batch)
     with pytest.raises(WireError, match="observations must be finite"):
         decode_steps(msg.steps, (0, 1), (2,), np.dtype(np.float32))
+
+
+def test_atari_settings_survive_the_wire():
+    from actor_client.envs import atari_settings
+    from actor_client.wire import atari_from_proto, atari_to_proto
+    from seedfleet.v1 import actor_learner_pb2 as pb
+
+    settings = atari_settings("ALE/Pong-v5")
+    config = pb.EnvConfig(env_id="ALE/Pong-v5")
+    config.atari.CopyFrom(atari_to_proto(settings))
+    assert atari_from_proto(pb.EnvConfig.FromString(config.SerializeToString())) == settings
+    assert atari_from_proto(pb.EnvConfig(env_id="CartPole-v1")) is None
