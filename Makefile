@@ -4,8 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROTO_SRC := proto/seedfleet/v1/actor_learner.proto
-# The embedded default of `make run`; `make run ARGS="..."` replaces it.
-RUN_DEFAULT := --env CartPole-v1 --algo vtrace --target-return 475 --max-frames 20000000 --logdir runs/cartpole
+# The embedded default of `make run` (`make run SEED=1` for another seed); `make run ARGS="..."` replaces it.
+SEED ?= 0
+RUN_DEFAULT := --env CartPole-v1 --algo vtrace --target-return 475 --max-frames 20000000 \
+	--seed $(SEED) --logdir runs/cartpole-seed$(SEED)
 
 .PHONY: install proto test run learner actor lint clean
 

@@ -24,14 +24,12 @@ class DynamicBatcher:
         executor: Executor,
         max_batch_envs: int,
         timeout_s: float,
-        live_streams: Callable[[], int] = lambda: 0,
         size_of: Callable[[Any], int] = lambda request: 1,
     ):
         self._process = process
         self._executor = executor
         self.max_batch_envs = max_batch_envs
         self.timeout_s = timeout_s
-        self._live_streams = live_streams
         self._size_of = size_of
         self._pending: list[tuple[Any, asyncio.Future, float]] = []  # request, future, arrival
         self._pending_envs = 0
@@ -40,6 +38,7 @@ class DynamicBatcher:
         self.batches = 0
         self.batched_envs = 0
         self.error: Exception | None = None  # the last failure of `process`, for the owner to act on
+        self.live_streams = 0  # callers that may submit; kept up to date by the service
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="batcher")
@@ -61,8 +60,7 @@ class DynamicBatcher:
         return await future
 
     def _ready(self) -> bool:
-        live = self._live_streams()
-        return self._pending_envs >= self.max_batch_envs or (0 < live <= len(self._pending))
+        return self._pending_envs >= self.max_batch_envs or (0 < self.live_streams <= len(self._pending))
 
     def _take_batch(self) -> list[tuple[Any, asyncio.Future]]:
         """Up to max_batch_envs of the oldest requests; callers gone away (a dead stream) are dropped."""

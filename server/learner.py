@@ -139,10 +139,8 @@ async def serve(
     )
     engine = InferenceEngine(agent, slots, queue, metrics, device)
     executor = ThreadPoolExecutor(1, thread_name_prefix="inference")
-    service: LearnerService | None = None
     batcher = DynamicBatcher(
-        engine.process, executor, config.inference_batch_size, config.inference_timeout_ms / 1000,
-        live_streams=lambda: service.live_streams if service else 0, size_of=len,
+        engine.process, executor, config.inference_batch_size, config.inference_timeout_ms / 1000, size_of=len
     )
     service = LearnerService(env_config, engine, batcher, executor, config.max_envs)
     server = grpc.aio.server(options=CHANNEL_OPTIONS)

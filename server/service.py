@@ -63,7 +63,6 @@ class LearnerService(pb_grpc.LearnerServicer):
         self.batcher = batcher
         self.executor = inference_executor
         self.slots = SlotAllocator(capacity)
-        self.live_streams = 0
 
     async def Act(self, request_iterator, context: grpc.aio.ServicerContext):
         messages = aiter(request_iterator)
@@ -97,7 +96,7 @@ class LearnerService(pb_grpc.LearnerServicer):
             config.CopyFrom(self.env_config)
             config.env_ids.extend(range(lo, hi))
             log.info("actor connected: %s", peer)
-            self.live_streams += 1
+            self.batcher.live_streams += 1
             counted = True
             yield pb.LearnerMessage(config=config)
             async for message in messages:
@@ -115,6 +114,6 @@ class LearnerService(pb_grpc.LearnerServicer):
                 yield encode_actions(actions)
         finally:
             if counted:
-                self.live_streams -= 1
+                self.batcher.live_streams -= 1
             self.slots.release(lo, hi)
             log.info("actor gone: %s", peer)

@@ -59,8 +59,8 @@ def test_flushes_on_timeout_with_a_partial_batch():
 def test_flushes_once_every_live_stream_waits():
     async def main():
         process = Recorder()
-        batcher = DynamicBatcher(process, ThreadPoolExecutor(1), max_batch_envs=100, timeout_s=10.0,
-                                 live_streams=lambda: 3)
+        batcher = DynamicBatcher(process, ThreadPoolExecutor(1), max_batch_envs=100, timeout_s=10.0)
+        batcher.live_streams = 3
         batcher.start()
         start = time.monotonic()
         replies = await asyncio.gather(*(batcher.submit(i) for i in range(3)))
