@@ -184,8 +184,8 @@ async def serve(
                 break
         snapshot = metrics.summary()  # as of the stop, before the teardown's last steps
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
+        # The signal handlers stay until the summary is written: a second SIGTERM (timeout(1)
+        # signals the process and then its group) must not kill the teardown half way.
         trainer.stopping.set()
         queue.close()
         await server.stop(grace=1.0)
@@ -195,6 +195,8 @@ async def serve(
         print(reporter.report(), flush=True)
     summary = {"env": config.env, "algo": config.algo, **(snapshot or metrics.summary()), "stop_reason": reason}
     write_summary(logdir / "summary.json", **summary)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(sig)
     log.info("stopped (%s); summary in %s", reason, logdir / "summary.json")
     return summary
 
