@@ -25,7 +25,7 @@ class NetworkConfig:
     mlp_sizes: tuple[int, ...] = (64, 64)  # hidden layers of the mlp torso
     lstm_size: int = 0  # 0: feed-forward, otherwise an LSTM core of this size
     frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for vectors)
-    compute_dtype: str = "float32"  # conv torso arithmetic: float32, or bfloat16 (about 2x faster with AMX)
+    compute_dtype: str = "auto"  # conv torso arithmetic: float32, bfloat16, or auto (bfloat16 on CPUs with AMX)
 
 
 def _orthogonal(shape: tuple[int, ...], gain: float, rng: np.random.Generator) -> np.ndarray:
@@ -180,7 +180,8 @@ class RecurrentTorso(tf.Module):
         elif kind in ConvTorso.SPECS:
             if len(obs_shape) != 2:
                 raise ValueError(f"the {kind} torso takes [H, W] frames, got shape {obs_shape}")
-            self.torso = ConvTorso(kind, (*obs_shape, self.frame_stack), rng, tf.as_dtype(config.compute_dtype))
+            dtype = config.compute_dtype if config.compute_dtype != "auto" else "float32"
+            self.torso = ConvTorso(kind, (*obs_shape, self.frame_stack), rng, tf.as_dtype(dtype))
         else:
             raise ValueError(f"unknown torso {config.torso!r}")
         self.kind = kind

@@ -10,6 +10,7 @@ Inference and training read and write the same variables: nothing is shipped.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import signal
@@ -82,7 +83,19 @@ def compute_device() -> str:
     return "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
 
 
-def make_agent(config: LearnerConfig, algo_config, network: NetworkConfig, env_config: pb.EnvConfig):
+def resolve_compute_dtype(requested: str, device: str) -> str:
+    """`auto` means bfloat16 on a CPU with AMX bfloat16 units (about twice as fast there), else float32."""
+    if requested != "auto":
+        return requested
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "float32"
+    return "bfloat16" if device.startswith("/CPU") and "amx_bf16" in flags else "float32"
+
+
+def make_agent(config: LearnerConfig, algo_config, network: NetworkConfig, env_config: pb.EnvConfig, device: str):
+    network = dataclasses.replace(network, compute_dtype=resolve_compute_dtype(network.compute_dtype, device))
     obs_shape = tuple(env_config.observation.shape)
     if config.algo == "vtrace":
         return ImpalaAgent(
@@ -127,9 +140,10 @@ async def serve(
     env_config, frame_skip = env_config_for(config)
     device = compute_device()
     with tf.device(device):
-        agent = make_agent(config, algo_config, network, env_config)
-    log.info("%s on %s: obs %s %s, %d actions, device %s", config.algo, config.env,
-             tuple(env_config.observation.shape), env_config.observation.dtype, env_config.num_actions, device)
+        agent = make_agent(config, algo_config, network, env_config, device)
+    log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s", config.algo, config.env,
+             tuple(env_config.observation.shape), env_config.observation.dtype, env_config.num_actions, device,
+             resolve_compute_dtype(network.compute_dtype, device))
 
     metrics = Metrics(frame_skip)
     queue = UnrollQueue(config.queue_unrolls or 2 * agent.batch_size)

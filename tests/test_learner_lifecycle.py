@@ -27,3 +27,15 @@ def test_a_missed_target_exits_1(tmp_path):
     assert run.popen.wait(timeout=120) == 1, run.output()[-2000:]
     assert "target return 475.0 not reached" in run.output()
     assert json.loads((tmp_path / "summary.json").read_text())["stop_reason"] == "max_frames"
+
+
+def test_compute_dtype_auto_picks_bfloat16_only_on_amx_cpus():
+    from pathlib import Path
+
+    from server.learner import resolve_compute_dtype
+
+    assert resolve_compute_dtype("float32", "/CPU:0") == "float32"
+    assert resolve_compute_dtype("bfloat16", "/GPU:0") == "bfloat16"
+    assert resolve_compute_dtype("auto", "/GPU:0") == "float32"
+    amx = "amx_bf16" in Path("/proc/cpuinfo").read_text()
+    assert resolve_compute_dtype("auto", "/CPU:0") == ("bfloat16" if amx else "float32")
