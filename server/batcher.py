@@ -35,8 +35,6 @@ class DynamicBatcher:
         self._pending_envs = 0
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
-        self.batches = 0
-        self.batched_envs = 0
         self.error: Exception | None = None  # the last failure of `process`, for the owner to act on
         self.live_streams = 0  # callers that may submit; kept up to date by the service
 
@@ -103,8 +101,6 @@ class DynamicBatcher:
                     if not future.done():
                         future.set_exception(error)
                 continue
-            self.batches += 1
-            self.batched_envs += sum(self._size_of(r) for r in requests)
             for (_, future), result in zip(batch, results, strict=True):
                 if not future.done():
                     future.set_result(result)

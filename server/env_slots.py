@@ -30,7 +30,6 @@ class EnvSlots:
         extras_spec: dict[str, tuple[tuple[int, ...], np.dtype]],
         initial_state: Callable[[int], StateArrays],
     ):
-        self.capacity = capacity
         self.rows_per_unroll = unroll_length + 1
         shape = (capacity, self.rows_per_unroll)
         self.rows: dict[str, np.ndarray] = {
