@@ -159,10 +159,11 @@ class LSTMCore(tf.Module):
 class RecurrentTorso(tf.Module):
     """Frame stacking, torso and optional LSTM: the part every agent shares.
 
-    `__call__(obs [T, B, ...], first [T, B], state) -> (features [T, B, F], new_state)`.
+    `__call__(obs [T, B, ...], first [T, B], state, extra=None) -> (features [T, B, F], new_state)`;
+    `extra` ([T, B, extra_size]) joins the torso's features before the core.
     """
 
-    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], seed: int = 0):
+    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], seed: int = 0, extra_size: int = 0):
         super().__init__()
         rng = np.random.default_rng(seed)
         self.config = config
@@ -185,8 +186,9 @@ class RecurrentTorso(tf.Module):
         else:
             raise ValueError(f"unknown torso {config.torso!r}")
         self.kind = kind
-        self.core = LSTMCore(self.torso.out_size, config.lstm_size, rng) if config.lstm_size else None
-        self.out_size = config.lstm_size or self.torso.out_size
+        core_in = self.torso.out_size + extra_size
+        self.core = LSTMCore(core_in, config.lstm_size, rng) if config.lstm_size else None
+        self.out_size = config.lstm_size or core_in
         self.rng = rng
 
     def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
@@ -198,7 +200,7 @@ class RecurrentTorso(tf.Module):
             state["lstm_c"] = np.zeros((batch_size, self.core.size), np.float32)
         return state
 
-    def __call__(self, obs: tf.Tensor, first: tf.Tensor, state: State) -> tuple[tf.Tensor, State]:
+    def __call__(self, obs: tf.Tensor, first: tf.Tensor, state: State, extra=None) -> tuple[tf.Tensor, State]:
         new_state = {}
         if "frames" in state:
             obs, new_state["frames"] = stack_frames(obs, first, state["frames"])
@@ -207,6 +209,8 @@ class RecurrentTorso(tf.Module):
         t_len, batch = obs.shape[0], tf.shape(obs)[1]
         flat = tf.reshape(obs, tf.concat([[t_len * batch], tf.shape(obs)[2:]], axis=0))
         features = tf.reshape(self.torso(flat), [t_len, batch, self.torso.out_size])
+        if extra is not None:
+            features = tf.concat([features, extra], axis=-1)
         if self.core is not None:
             features, new_state["lstm_h"], new_state["lstm_c"] = self.core(
                 features, first, state["lstm_h"], state["lstm_c"]
@@ -231,3 +235,37 @@ class PolicyValueNet(tf.Module):
         """Returns (logits [T, B, A], values [T, B], new_state)."""
         features, new_state = self.torso(obs, first, state)
         return self.policy(features), tf.squeeze(self.value(features), -1), new_state
+
+
+class DuelingQNet(tf.Module):
+    """R2D2's network: torso, then [previous action one-hot, previous reward], LSTM, dueling heads.
+
+    Q(x, a) = V(x) + A(x, a) - mean_a' A(x, a') (Wang et al., 2016). Where an episode
+    opens, the previous action and reward are zeroed: they belong to another episode.
+    The previous reward is clipped to [-1, 1] as an input only.
+    """
+
+    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int, seed=0):
+        super().__init__()
+        self.torso = RecurrentTorso(config, obs_shape, seed, extra_size=num_actions + 1)
+        self.value = Linear(self.torso.out_size, 1, 1.0, self.torso.rng)
+        self.advantage = Linear(self.torso.out_size, num_actions, 1.0, self.torso.rng)
+        self.num_actions = num_actions
+
+    def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
+        return self.torso.initial_state(batch_size)
+
+    def __call__(self, obs, first, prev_action, prev_reward, state: State):
+        """Returns (q [T, B, A], new_state)."""
+        keep = 1.0 - tf.cast(first, tf.float32)
+        extra = tf.concat(
+            [
+                tf.one_hot(prev_action, self.num_actions) * keep[..., None],
+                (tf.clip_by_value(tf.cast(prev_reward, tf.float32), -1.0, 1.0) * keep)[..., None],
+            ],
+            axis=-1,
+        )
+        features, new_state = self.torso(obs, first, state, extra)
+        advantage = self.advantage(features)
+        q = self.value(features) + advantage - tf.reduce_mean(advantage, axis=-1, keepdims=True)
+        return q, new_state

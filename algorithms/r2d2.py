@@ -1,11 +1,49 @@
 """R2D2 (Kapturowski et al., 2019): recurrent replay distributed DQN.
 
-This module holds the target math: value rescaling and n-step returns.
+Sequences of burn_in + unroll_length + 1 rows come from replay with the recurrent state
+stored at their start. The first burn_in rows only warm the LSTM up from that state
+(no gradient); the loss covers the unroll_length transitions after them, with n-step
+double-Q targets in value-rescaled space:
+
+  y_t = h( sum_{k<n} (prod_{j<k} d_{t+j}) r_{t+k+1} + (prod_{j<n} d_{t+j}) h^-1(Q_target(x', argmax_a Q(x', a))) )
+
+where x' is the state n steps on and the online net picks the action the target net
+evaluates. Sequences are weighted by their importance weights, and their new
+priority is eta * max_t |td_t| + (1 - eta) * mean_t |td_t|.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import tensorflow as tf
+
+from algorithms.networks import DuelingQNet
+
+
+@dataclass
+class R2D2Config:
+    discount: float = 0.997  # gamma
+    burn_in: int = 40  # rows that only warm up the LSTM
+    unroll_length: int = 80  # transitions trained on per sequence
+    n_step: int = 5  # steps in the bootstrapped target
+    batch_size: int = 32  # sequences per learner step
+    learning_rate: float = 1e-4  # Adam step size
+    adam_epsilon: float = 1e-3  # Adam epsilon
+    max_grad_norm: float = 40.0  # gradients are clipped to this global norm
+    target_update_period: int = 2500  # learner steps between target-network copies
+    priority_eta: float = 0.9  # priority = eta * max|td| + (1 - eta) * mean|td|
+    priority_exponent: float = 0.9  # alpha of prioritized replay
+    importance_sampling_exponent: float = 0.6  # beta of prioritized replay
+    value_rescale_eps: float = 1e-3  # epsilon of h(x)
+
+
+def ape_x_epsilons(num_envs: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:
+    """Per-env exploration rates of Ape-X: eps_i = base ** (1 + alpha * i / (N - 1))."""
+    if num_envs == 1:
+        return np.array([base], np.float32)
+    return (base ** (1.0 + alpha * np.arange(num_envs) / (num_envs - 1))).astype(np.float32)
 
 
 def value_rescale(x, eps: float = 1e-3) -> tf.Tensor:
@@ -54,3 +92,53 @@ def n_step_returns(rewards, discounts, bootstrap_values, n: int) -> tf.Tensor:
         scale *= tf.pad(discounts[k:], pad, constant_values=1.0)
     last = tf.minimum(tf.range(t_len) + n - 1, t_len - 1)
     return returns + scale * tf.gather(bootstrap_values, last)
+
+
+def _q_of(q: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+    return tf.gather(q, tf.cast(actions, tf.int32), batch_dims=2)
+
+
+def r2d2_loss(online: DuelingQNet, target: DuelingQNet, config: R2D2Config, batch: dict, weights):
+    """Loss, new priorities [B] and metrics for a time-major batch of sequences.
+
+    batch: "observation", "first", "reward", "terminated", "action" of shape [L, B, ...]
+    with L = burn_in + unroll_length + 1, and "state", the agent state before row 0
+    (the network's state plus "prev_action", the action taken before row 0).
+    """
+    state = dict(batch["state"])
+    prev_action = tf.concat([tf.cast(state.pop("prev_action"), tf.int32)[None],
+                             tf.cast(batch["action"][:-1], tf.int32)], axis=0)
+    b = config.burn_in
+
+    def run(net, start, stop, net_state):
+        return net(batch["observation"][start:stop], batch["first"][start:stop],
+                   prev_action[start:stop], batch["reward"][start:stop], net_state)
+
+    online_state, target_state = state, state
+    if b > 0:
+        _, online_state = run(online, 0, b, state)
+        _, target_state = run(target, 0, b, state)
+        online_state = tf.nest.map_structure(tf.stop_gradient, online_state)
+    q, _ = run(online, b, None, online_state)  # [T+1, B, A]
+    q_target, _ = run(target, b, None, target_state)
+    q_target = tf.stop_gradient(q_target)
+
+    actions = batch["action"][b:]
+    q_taken = _q_of(q[:-1], actions[:-1])
+    best_next = tf.argmax(q[1:], axis=-1, output_type=tf.int32)
+    bootstrap = inverse_value_rescale(_q_of(q_target[1:], best_next), config.value_rescale_eps)
+    real = tf.logical_not(batch["first"][b + 1 :])  # a transition into a reset is not real
+    mask = tf.cast(real, tf.float32)
+    discounts = config.discount * (1.0 - tf.cast(batch["terminated"][b + 1 :], tf.float32)) * mask
+    returns = n_step_returns(batch["reward"][b + 1 :], discounts, bootstrap, config.n_step)
+    targets = tf.stop_gradient(value_rescale(returns, config.value_rescale_eps))
+    td = (targets - q_taken) * mask
+    count = tf.maximum(tf.reduce_sum(mask, axis=0), 1.0)
+    per_sequence = 0.5 * tf.reduce_sum(tf.square(td), axis=0) / count
+    loss = tf.reduce_mean(tf.cast(weights, tf.float32) * per_sequence)
+    abs_td = tf.abs(td)
+    priorities = config.priority_eta * tf.reduce_max(abs_td, axis=0) + (1 - config.priority_eta) * (
+        tf.reduce_sum(abs_td, axis=0) / count
+    )
+    metrics = {"loss/total": loss, "q/mean": tf.reduce_mean(q_taken), "td/mean_abs": tf.reduce_mean(abs_td)}
+    return loss, tf.stop_gradient(priorities), metrics
