@@ -130,6 +130,7 @@ class ImpalaAgent(tf.Module):
         self.net = PolicyValueNet(network, obs_shape, num_actions, seed)
         self.optimizer = Adam(self.net.trainable_variables, config.learning_rate, epsilon=config.adam_epsilon)
         self.unroll_length = config.unroll_length
+        self.overlap = 1  # consecutive unrolls share one row
         self.batch_size = config.batch_size
         # Per-step outputs of `act` that unrolls keep beside the action.
         self.extras_spec = {"logits": ((num_actions,), np.dtype(np.float32))}
@@ -139,16 +140,17 @@ class ImpalaAgent(tf.Module):
         obs_spec = tf.TensorSpec([None, *obs_shape], tf.as_dtype(obs_dtype))
         self.act = tf.function(
             self._act,
-            input_signature=[obs_spec, tf.TensorSpec([None], tf.bool), tf.TensorSpec([None], tf.int32), state_spec],
+            input_signature=[obs_spec, tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.bool),
+                             tf.TensorSpec([None], tf.int32), state_spec],
         )
         self.learn = tf.function(self._learn)
 
     def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
         return self.net.initial_state(batch_size)
 
-    def _act(self, obs, first, env_ids, state):
+    def _act(self, obs, reward, first, env_ids, state):
         """One step for a batch of envs: actions sampled from pi, logits kept for V-trace."""
-        del env_ids  # every env follows the same stochastic policy
+        del reward, env_ids  # every env follows the same stochastic policy
         logits, _, new_state = self.net(obs[None], first[None], state)
         logits = logits[0]
         actions = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]

@@ -23,7 +23,7 @@ State = dict[str, tf.Tensor]
 class NetworkConfig:
     torso: str = "auto"  # auto | mlp | nature | impala_shallow (auto: mlp for vectors, nature for frames)
     mlp_sizes: tuple[int, ...] = (64, 64)  # hidden layers of the mlp torso
-    lstm_size: int = 0  # 0: feed-forward, otherwise an LSTM core of this size
+    lstm_size: int = 0  # LSTM core size; 0: none for vtrace, 512 (frames) or 64 (vectors) for r2d2
     frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for vectors)
     compute_dtype: str = "auto"  # conv torso arithmetic: float32, bfloat16, or auto (bfloat16 on CPUs with AMX)
 

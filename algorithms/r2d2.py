@@ -37,6 +37,9 @@ class R2D2Config:
     priority_exponent: float = 0.9  # alpha of prioritized replay
     importance_sampling_exponent: float = 0.6  # beta of prioritized replay
     value_rescale_eps: float = 1e-3  # epsilon of h(x)
+    replay_capacity: int = 20_000  # sequences kept in replay
+    min_replay_size: int = 100  # sequences in replay before training starts
+    replay_ratio: float = 2.0  # sequences trained on per sequence inserted, held by the learner
 
 
 def ape_x_epsilons(num_envs: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:
@@ -94,7 +97,7 @@ def n_step_returns(rewards, discounts, bootstrap_values, n: int) -> tf.Tensor:
     return returns + scale * tf.gather(bootstrap_values, last)
 
 
-def _q_of(q: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+def q_of_actions(q: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
     return tf.gather(q, tf.cast(actions, tf.int32), batch_dims=2)
 
 
@@ -124,21 +127,33 @@ def r2d2_loss(online: DuelingQNet, target: DuelingQNet, config: R2D2Config, batc
     q_target = tf.stop_gradient(q_target)
 
     actions = batch["action"][b:]
-    q_taken = _q_of(q[:-1], actions[:-1])
+    q_taken = q_of_actions(q[:-1], actions[:-1])
     best_next = tf.argmax(q[1:], axis=-1, output_type=tf.int32)
-    bootstrap = inverse_value_rescale(_q_of(q_target[1:], best_next), config.value_rescale_eps)
+    td, mask = sequence_td(q_taken, q_of_actions(q_target[1:], best_next), batch, config)
+    count = tf.maximum(tf.reduce_sum(mask, axis=0), 1.0)
+    per_sequence = 0.5 * tf.reduce_sum(tf.square(td), axis=0) / count
+    loss = tf.reduce_mean(tf.cast(weights, tf.float32) * per_sequence)
+    metrics = {"loss/total": loss, "q/mean": tf.reduce_mean(q_taken), "td/mean_abs": tf.reduce_mean(tf.abs(td))}
+    return loss, sequence_priorities(td, mask, config.priority_eta), metrics
+
+
+def sequence_td(q_taken, next_q, batch: dict, config: R2D2Config) -> tuple[tf.Tensor, tf.Tensor]:
+    """TD errors h(G_t) - Q(x_t, a_t) and the real-transition mask, [T, B], after burn-in.
+
+    q_taken: Q(x_t, a_t) for the T transitions; next_q: the rescaled value of x_{t+1}.
+    """
+    b = config.burn_in
+    bootstrap = inverse_value_rescale(next_q, config.value_rescale_eps)
     real = tf.logical_not(batch["first"][b + 1 :])  # a transition into a reset is not real
     mask = tf.cast(real, tf.float32)
     discounts = config.discount * (1.0 - tf.cast(batch["terminated"][b + 1 :], tf.float32)) * mask
     returns = n_step_returns(batch["reward"][b + 1 :], discounts, bootstrap, config.n_step)
     targets = tf.stop_gradient(value_rescale(returns, config.value_rescale_eps))
-    td = (targets - q_taken) * mask
-    count = tf.maximum(tf.reduce_sum(mask, axis=0), 1.0)
-    per_sequence = 0.5 * tf.reduce_sum(tf.square(td), axis=0) / count
-    loss = tf.reduce_mean(tf.cast(weights, tf.float32) * per_sequence)
+    return (targets - q_taken) * mask, mask
+
+
+def sequence_priorities(td: tf.Tensor, mask: tf.Tensor, eta: float) -> tf.Tensor:
+    """eta * max_t |td_t| + (1 - eta) * mean_t |td_t| over each sequence's real transitions."""
     abs_td = tf.abs(td)
-    priorities = config.priority_eta * tf.reduce_max(abs_td, axis=0) + (1 - config.priority_eta) * (
-        tf.reduce_sum(abs_td, axis=0) / count
-    )
-    metrics = {"loss/total": loss, "q/mean": tf.reduce_mean(q_taken), "td/mean_abs": tf.reduce_mean(abs_td)}
-    return loss, tf.stop_gradient(priorities), metrics
+    count = tf.maximum(tf.reduce_sum(mask, axis=0), 1.0)
+    return tf.stop_gradient(eta * tf.reduce_max(abs_td, axis=0) + (1 - eta) * tf.reduce_sum(abs_td, axis=0) / count)

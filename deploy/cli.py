@@ -18,30 +18,38 @@ COMMANDS = {
 }
 
 
-def _learner_classes():
-    from algorithms.impala import ImpalaConfig
+def _learner_classes(algo: str) -> list:
     from algorithms.networks import NetworkConfig
-    from server.learner import LearnerConfig
+    from server.learner import ALGO_CONFIGS, LearnerConfig
 
-    return [LearnerConfig, ImpalaConfig, NetworkConfig]
+    if algo not in ALGO_CONFIGS:
+        raise SystemExit(f"seedfleet: unknown --algo {algo!r}; choose from {', '.join(ALGO_CONFIGS)}")
+    return [LearnerConfig, ALGO_CONFIGS[algo], NetworkConfig]
 
 
-def _classes(command: str) -> list:
+def _classes(command: str, algo: str) -> list:
+    """The config dataclasses whose fields are `command`'s flags; the agent's set follows --algo."""
     if command == "actor":
         from actor_client.actor import ActorConfig
 
         return [ActorConfig]
     if command == "learner":
-        return _learner_classes()
+        return _learner_classes(algo)
     from deploy.local import LaunchConfig
 
-    return [LaunchConfig, *_learner_classes()]
+    return [LaunchConfig, *_learner_classes(algo)]
 
 
-def build_parser(command: str) -> argparse.ArgumentParser:
+def _algo_of(argv: list[str]) -> str:
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--algo", default="vtrace")
+    return pre.parse_known_args(argv)[0].algo
+
+
+def build_parser(command: str, algo: str = "vtrace") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"seedfleet {command}", description=COMMANDS[command])
     taken: set[str] = set()
-    for cls in _classes(command):
+    for cls in _classes(command, algo):
         add_flags(parser, cls, taken)
     return parser
 
@@ -55,8 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     command, rest = argv[0], argv[1:]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
-    args = build_parser(command).parse_args(rest)
-    configs = [from_flags(cls, args) for cls in _classes(command)]
+    algo = _algo_of(rest)
+    args = build_parser(command, algo).parse_args(rest)
+    configs = [from_flags(cls, args) for cls in _classes(command, algo)]
     if command == "actor":
         from actor_client.actor import main as actor_main
 

@@ -10,9 +10,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from algorithms.impala import ImpalaConfig
 from algorithms.networks import NetworkConfig
-from server.learner import LearnerConfig, exit_code, serve
+from server.learner import AlgoConfig, LearnerConfig, exit_code, serve
 
 
 @dataclass
@@ -32,10 +31,12 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: ImpalaConfig, network: NetworkConfig) -> int:
+def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: AlgoConfig, network: NetworkConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if learner.address == LearnerConfig.address:
         learner.address = "127.0.0.1:0"  # a free port on loopback
+    if not learner.exploration_envs:  # the Ape-X epsilons spread over exactly the envs launched
+        learner.exploration_envs = launch.actors * launch.envs_per_actor
     actors: list[subprocess.Popen] = []
 
     def start_actors(address: str) -> None:

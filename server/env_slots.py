@@ -3,10 +3,11 @@
 Every array has the env id as its leading index, so a batch of envs is updated with
 one fancy-indexed NumPy assignment per field: no per-env Python loop.
 
-An unroll holds T + 1 rows; consecutive unrolls of an env overlap by one row (the last
-row of one is the first of the next), so every transition t -> t+1 lands in exactly
-one unroll. Each unroll carries the agent state from before its row 0, which is what
-the learner unrolls the network from (stored state, as in R2D2 and SEED).
+An unroll holds T + 1 rows; consecutive unrolls of an env overlap by `overlap` rows
+(by default one: the last row of one is the first of the next, so every transition
+t -> t+1 lands in exactly one unroll; R2D2 overlaps by its burn-in plus one). Each
+unroll carries the agent state from before its row 0, which is what the learner
+unrolls the network from (stored state, as in R2D2 and SEED).
 """
 
 from __future__ import annotations
@@ -29,8 +30,12 @@ class EnvSlots:
         obs_dtype: np.dtype,
         extras_spec: dict[str, tuple[tuple[int, ...], np.dtype]],
         initial_state: Callable[[int], StateArrays],
+        overlap: int = 1,
     ):
+        if not 1 <= overlap <= unroll_length:
+            raise ValueError(f"overlap must be in 1..{unroll_length}, got {overlap}")
         self.rows_per_unroll = unroll_length + 1
+        self.overlap = overlap
         shape = (capacity, self.rows_per_unroll)
         self.rows: dict[str, np.ndarray] = {
             "observation": np.zeros(shape + tuple(obs_shape), obs_dtype),
@@ -45,6 +50,7 @@ class EnvSlots:
         self._initial_state = initial_state
         self.state = initial_state(capacity)  # the agent state now
         self.start_state = initial_state(capacity)  # the agent state before row 0
+        self.next_start_state = initial_state(capacity)  # ... before the next unroll's row 0
         self.length = np.zeros(capacity, np.int64)  # rows filled in the partial unroll
         self.episode_return = np.zeros(capacity, np.float64)
         self.episode_length = np.zeros(capacity, np.int64)
@@ -76,10 +82,11 @@ class EnvSlots:
         are a dict of arrays [N, T+1, ...] plus "state", a dict of [N, ...] arrays.
         """
         pos = self.length[env_ids]
-        opening = pos == 0
-        if opening.any():
-            for name, value in self.start_state.items():
-                value[env_ids[opening]] = pre_state[name][opening]
+        for rows_at, states in ((pos == 0, self.start_state),
+                                (pos == self.rows_per_unroll - self.overlap, self.next_start_state)):
+            if rows_at.any():
+                for name, value in states.items():
+                    value[env_ids[rows_at]] = pre_state[name][rows_at]
         fields = {
             "observation": step.observations,
             "first": step.first,
@@ -102,12 +109,12 @@ class EnvSlots:
             done_ids = env_ids[complete]
             unrolls = {name: value[done_ids] for name, value in self.rows.items()}
             unrolls["state"] = {name: value[done_ids] for name, value in self.start_state.items()}
-            last = self.rows_per_unroll - 1
+            keep = slice(self.rows_per_unroll - self.overlap, None)
             for value in self.rows.values():
-                value[done_ids, 0] = value[done_ids, last]
+                value[done_ids, : self.overlap] = value[done_ids, keep]
             for name, value in self.start_state.items():
-                value[done_ids] = pre_state[name][complete]
-            self.length[done_ids] = 1
+                value[done_ids] = self.next_start_state[name][done_ids]
+            self.length[done_ids] = self.overlap
 
         first = step.first
         returns = np.where(first, 0.0, self.episode_return[env_ids] + step.rewards)

@@ -2,8 +2,8 @@
 
 Runs on the single inference thread, which alone touches the per-env state, so no
 locks are needed there. Both agents go through `InferenceEngine.process`: the agent's
-`act(obs, first, env_ids, state) -> (actions, extras, new_state)` is the only part
-that differs.
+`act(obs, reward, first, env_ids, state) -> (actions, extras, new_state)` is the only
+part that differs.
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ class InferenceEngine:
             )
         pre_state = self.slots.gather_state(env_ids)
         with tf.device(self.device):
-            actions, extras, new_state = self.agent.act(step.observations, step.first, env_ids, pre_state)
+            actions, extras, new_state = self.agent.act(
+                step.observations, step.rewards, step.first, env_ids, pre_state
+            )
         actions = actions.numpy()
         extras = {k: v.numpy() for k, v in extras.items()}
         new_state = {k: v.numpy() for k, v in new_state.items()}

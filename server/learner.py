@@ -30,12 +30,15 @@ from actor_client.envs import EnvBatch, atari_settings
 from actor_client.wire import atari_to_proto
 from algorithms.impala import ImpalaAgent, ImpalaConfig
 from algorithms.networks import NetworkConfig
+from algorithms.r2d2 import R2D2Config, ape_x_epsilons
+from algorithms.r2d2_agent import R2D2Agent
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from server.batcher import DynamicBatcher
 from server.env_slots import EnvSlots
 from server.inference import InferenceEngine
 from server.metrics import Metrics, Reporter, write_summary
+from server.replay_trainer import ReplayTrainer
 from server.service import LearnerService
 from server.unroll_queue import UnrollQueue
 
@@ -45,7 +48,7 @@ log = logging.getLogger("seedfleet.learner")
 @dataclass
 class LearnerConfig:
     env: str = "CartPole-v1"  # any gymnasium id with discrete actions; ALE ids get Atari preprocessing
-    algo: str = "vtrace"  # the agent: vtrace (IMPALA)
+    algo: str = "vtrace"  # the agent: vtrace (IMPALA) or r2d2
     address: str = "[::]:8470"  # where to listen: host:port (port 0 picks one) or unix:PATH
     seed: int = 0  # seeds the network, action sampling and the envs
     logdir: str = ""  # TensorBoard and summary.json; default runs/<env>-<algo>-seed<seed>
@@ -56,6 +59,7 @@ class LearnerConfig:
     inference_timeout_ms: float = 4.0  # ... or once the oldest request waited this long
     queue_unrolls: int = 0  # unrolls buffered for the trainer (0: two training batches)
     progress_interval_s: float = 5.0  # seconds between console progress lines
+    exploration_envs: int = 0  # r2d2: N of the Ape-X epsilons over env ids 0..N-1 (0: max_envs)
 
 
 def env_config_for(config: LearnerConfig) -> tuple[pb.EnvConfig, int]:
@@ -94,14 +98,24 @@ def resolve_compute_dtype(requested: str, device: str) -> str:
     return "bfloat16" if device.startswith("/CPU") and "amx_bf16" in flags else "float32"
 
 
-def make_agent(config: LearnerConfig, algo_config, network: NetworkConfig, env_config: pb.EnvConfig, device: str):
+AlgoConfig = ImpalaConfig | R2D2Config
+ALGO_CONFIGS: dict[str, type] = {"vtrace": ImpalaConfig, "r2d2": R2D2Config}
+
+
+def make_agent(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig, env_config: pb.EnvConfig,
+               device: str):
     network = dataclasses.replace(network, compute_dtype=resolve_compute_dtype(network.compute_dtype, device))
     obs_shape = tuple(env_config.observation.shape)
+    obs_dtype = np.dtype(env_config.observation.dtype)
     if config.algo == "vtrace":
-        return ImpalaAgent(
-            algo_config, network, obs_shape, np.dtype(env_config.observation.dtype),
-            env_config.num_actions, seed=config.seed,
-        )
+        return ImpalaAgent(algo_config, network, obs_shape, obs_dtype, env_config.num_actions, seed=config.seed)
+    if config.algo == "r2d2":
+        if not network.lstm_size:  # R2D2 is recurrent
+            network = dataclasses.replace(network, lstm_size=512 if len(obs_shape) == 2 else 64)
+        agent = R2D2Agent(algo_config, network, obs_shape, obs_dtype, env_config.num_actions, config.seed,
+                          config.max_envs)
+        agent.set_epsilons(ape_x_epsilons(config.exploration_envs or config.max_envs))
+        return agent
     raise ValueError(f"unknown algo {config.algo!r}")
 
 
@@ -129,7 +143,7 @@ class Trainer(threading.Thread):
 
 async def serve(
     config: LearnerConfig,
-    algo_config: ImpalaConfig,
+    algo_config: AlgoConfig,
     network: NetworkConfig,
     on_ready: Callable[[str], None] | None = None,
 ) -> dict:
@@ -150,6 +164,7 @@ async def serve(
     slots = EnvSlots(
         config.max_envs, agent.unroll_length, tuple(env_config.observation.shape),
         np.dtype(env_config.observation.dtype), agent.extras_spec, agent.initial_state,
+        overlap=agent.overlap,
     )
     engine = InferenceEngine(agent, slots, queue, metrics, device)
     executor = ThreadPoolExecutor(1, thread_name_prefix="inference")
@@ -163,7 +178,10 @@ async def serve(
     address = config.address if config.address.startswith("unix:") else f"localhost:{port}"
     writer = tf.summary.create_file_writer(str(logdir))
     reporter = Reporter(metrics, logdir, lambda: len(queue), writer)
-    trainer = Trainer(agent, queue, metrics, device)
+    if config.algo == "r2d2":
+        trainer = ReplayTrainer(agent, queue, metrics, device, algo_config, config.seed)
+    else:
+        trainer = Trainer(agent, queue, metrics, device)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -223,6 +241,6 @@ def exit_code(config: LearnerConfig, summary: dict) -> int:
     return 1 if missed else 0
 
 
-def main(config: LearnerConfig, algo_config: ImpalaConfig, network: NetworkConfig) -> int:
+def main(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     return exit_code(config, asyncio.run(serve(config, algo_config, network)))

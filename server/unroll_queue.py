@@ -73,6 +73,16 @@ class UnrollQueue:
             self._cond.notify_all()
         return _concat(parts)
 
+    def get_chunk(self, timeout_s: float) -> dict | None:
+        """Takes the oldest chunk whole, whatever its size; None on timeout or close."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._chunks or self._closed, timeout_s) or self._closed:
+                return None
+            chunk = self._chunks.popleft()
+            self._size -= _size(chunk)
+            self._cond.notify_all()
+            return chunk
+
     def close(self) -> None:
         with self._cond:
             self._closed = True

@@ -9,13 +9,14 @@ from conftest import ROOT
 from deploy.cli import build_parser, main
 
 
-@pytest.mark.parametrize("command", ["learner", "actor", "run"])
-def test_every_flag_is_in_the_readme(command):
+@pytest.mark.parametrize("command,algo", [("learner", "vtrace"), ("learner", "r2d2"), ("actor", "vtrace"),
+                                         ("run", "vtrace"), ("run", "r2d2")])
+def test_every_flag_is_in_the_readme(command, algo):
     readme = (ROOT / "README.md").read_text()
     section = readme.split(f"### `seedfleet {command}`")[1].split("\n## ")[0]
     if command == "run":  # run documents its own flags and refers to the learner's
         section += readme.split("### `seedfleet learner`")[1]
-    flags = [opt for action in build_parser(command)._actions for opt in action.option_strings
+    flags = [opt for action in build_parser(command, algo)._actions for opt in action.option_strings
              if opt.startswith("--") and opt != "--help" and not opt.startswith("--no-")]
     missing = [f for f in flags if not re.search(rf"`{re.escape(f)}`", section)]
     assert not missing, f"README lacks {missing} for seedfleet {command}"

@@ -44,3 +44,17 @@ def test_learner_and_two_actors_learn_cartpole(tmp_path):
     assert early and early[0] < 2 * baseline  # it starts out near random
     assert summary["mean_return_last_100"] > 2 * baseline, summary
     assert list((logdir).glob("events.out.tfevents.*")), "no TensorBoard summaries"
+
+
+def test_r2d2_runs_end_to_end_on_the_same_server(tmp_path):
+    """Acting, sequences with burn-in overlap, replay and training all turn over."""
+    logdir = tmp_path / "r2d2"
+    run = Proc(seedfleet(
+        "run", "--algo", "r2d2", "--actors", "2", "--envs-per-actor", "4", "--max-frames", "6000",
+        "--burn-in", "2", "--unroll-length", "8", "--batch-size", "8", "--min-replay-size", "8",
+        "--progress-interval-s", "1", "--logdir", str(logdir),
+    ))
+    assert run.popen.wait(timeout=180) == 0, run.output()[-3000:]
+    summary = json.loads((logdir / "summary.json").read_text())
+    assert summary["algo"] == "r2d2" and summary["frames"] >= 6000
+    assert summary["learner_steps"] > 0

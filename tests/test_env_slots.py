@@ -97,3 +97,21 @@ def test_an_actor_restart_mid_unroll_drops_the_partial_unroll():
     np.testing.assert_array_equal(emitted[1][0], [0, 1, 50, 51])
     # env 0 starts afresh: nothing from before the restart is ever emitted
     np.testing.assert_array_equal(emitted[0][0], [50, 51, 52, 53])
+
+
+def test_longer_overlaps_keep_every_transition_and_the_matching_start_state():
+    def initial_state(n):
+        return {"h": np.zeros((n, 2), np.float32)}
+
+    slots = EnvSlots(2, 5, (2,), np.dtype(np.float32), {"logits": ((3,), np.dtype(np.float32))},
+                     initial_state, overlap=3)
+    emitted = []
+    for t in range(14):
+        unrolls, _, _ = feed(slots, [0], t, first=[t == 0])
+        if unrolls is not None:
+            emitted.append(unrolls)
+    # 6 rows overlapping by 3: rows 0..5, 3..8, 6..11
+    assert len(emitted) == 3
+    for k, unrolls in enumerate(emitted):
+        np.testing.assert_array_equal(unrolls["observation"][0, :, 0] % 100, [3 * k + r for r in range(6)])
+        np.testing.assert_array_equal(unrolls["state"]["h"][0], [3.0 * k] * 2)  # 3k steps taken before row 0

@@ -90,7 +90,7 @@ def test_one_training_step_lowers_the_loss_on_a_fixed_batch():
 def test_act_samples_valid_actions_and_returns_logits():
     agent = make_agent()
     obs = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
-    actions, extras, state = agent.act(obs, np.ones(5, bool), np.arange(5, dtype=np.int32), {})
+    actions, extras, state = agent.act(obs, np.zeros(5, np.float32), np.ones(5, bool), np.arange(5, dtype=np.int32), {})
     assert actions.shape == (5,) and set(actions.numpy()) <= {0, 1}
     assert extras["logits"].shape == (5, 2)
     assert tf.reduce_all(tf.math.is_finite(extras["logits"]))

@@ -117,3 +117,23 @@ def test_one_training_step_lowers_the_loss_on_a_fixed_batch():
     after, _, _ = r2d2_loss(online, target, config, batch, weights)
     assert after.numpy() < before.numpy()
     assert priorities.shape == (B,) and np.all(priorities.numpy() >= 0)
+
+
+def test_acting_is_epsilon_greedy_per_env_and_remembers_the_action():
+    from algorithms.r2d2_agent import R2D2Agent
+
+    agent = R2D2Agent(R2D2Config(burn_in=2, unroll_length=4), NetworkConfig(mlp_sizes=(8,), lstm_size=4),
+                      (4,), np.dtype(np.float32), A, seed=0, max_envs=4)
+    agent.set_epsilons(np.array([0.0, 1.0], np.float32))  # ids 2, 3 keep the last rate: 1.0
+    obs = np.random.default_rng(0).normal(size=(2, 4)).astype(np.float32)
+    state = agent.initial_state(2)
+    ids = np.array([0, 1], np.int32)
+    greedy, random = set(), set()
+    for _ in range(60):
+        actions, extras, new_state = agent.act(obs, np.zeros(2, np.float32), np.ones(2, bool), ids, state)
+        q = extras["q"].numpy()
+        greedy.add(int(actions[0]) == int(np.argmax(q[0])))
+        random.add(int(actions[1]))
+        np.testing.assert_array_equal(new_state["prev_action"].numpy(), actions.numpy())
+    assert greedy == {True} and random == set(range(A))
+    np.testing.assert_allclose(agent.epsilons.numpy(), [0.0, 1.0, 1.0, 1.0])

@@ -1,0 +1,110 @@
+"""R2D2 acting and learning on one set of variables (plus the target network).
+
+Acting is epsilon-greedy on the online network, with one epsilon per env id (Ape-X).
+Sequences are stored with the agent state before their first row (stored-state
+strategy); their first priority comes from the Q values seen while acting, so a new
+sequence costs no extra forward pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from algorithms.networks import DuelingQNet, NetworkConfig
+from algorithms.optim import Adam
+from algorithms.r2d2 import R2D2Config, q_of_actions, r2d2_loss, sequence_priorities, sequence_td
+
+
+def _time_major(x: tf.Tensor) -> tf.Tensor:
+    return tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
+
+
+class R2D2Agent(tf.Module):
+    def __init__(
+        self,
+        config: R2D2Config,
+        network: NetworkConfig,
+        obs_shape: tuple[int, ...],
+        obs_dtype: np.dtype,
+        num_actions: int,
+        seed: int = 0,
+        max_envs: int = 1024,
+    ):
+        super().__init__()
+        self.config = config
+        self.online = DuelingQNet(network, obs_shape, num_actions, seed)
+        self.target = DuelingQNet(network, obs_shape, num_actions, seed)
+        self.optimizer = Adam(self.online.trainable_variables, config.learning_rate, epsilon=config.adam_epsilon)
+        self.num_actions = num_actions
+        self.unroll_length = config.burn_in + config.unroll_length  # rows - 1
+        self.overlap = config.burn_in + 1  # every transition is trained in exactly one sequence
+        self.batch_size = config.batch_size
+        self.extras_spec = {"q": ((num_actions,), np.dtype(np.float32))}
+        self.epsilons = tf.Variable(np.zeros(max_envs, np.float32), trainable=False, name="epsilons")
+        self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_steps")
+        self._copy_target()
+        state_spec = {
+            k: tf.TensorSpec([None, *v.shape[1:]], v.dtype) for k, v in self.initial_state(1).items()
+        }
+        obs_spec = tf.TensorSpec([None, *obs_shape], tf.as_dtype(obs_dtype))
+        self.act = tf.function(
+            self._act,
+            input_signature=[obs_spec, tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.bool),
+                             tf.TensorSpec([None], tf.int32), state_spec],
+        )
+        self.learn = tf.function(self._learn)
+        self.initial_priorities = tf.function(self._initial_priorities)
+
+    def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
+        state = self.online.initial_state(batch_size)
+        state["prev_action"] = np.zeros(batch_size, np.int32)
+        return state
+
+    def set_epsilons(self, epsilons: np.ndarray) -> None:
+        """Exploration rate per env id; ids past the array keep the last rate."""
+        full = np.full(self.epsilons.shape[0], epsilons[-1], np.float32)
+        full[: len(epsilons)] = epsilons[: len(full)]
+        self.epsilons.assign(full)
+
+    def _copy_target(self) -> None:
+        for target, online in zip(self.target.trainable_variables, self.online.trainable_variables, strict=True):
+            target.assign(online)
+
+    def _act(self, obs, reward, first, env_ids, state):
+        net_state = {k: v for k, v in state.items() if k != "prev_action"}
+        q, new_state = self.online(obs[None], first[None], state["prev_action"][None], reward[None], net_state)
+        q = q[0]
+        greedy = tf.argmax(q, axis=-1, output_type=tf.int32)
+        random = tf.random.uniform(tf.shape(greedy), 0, self.num_actions, dtype=tf.int32)
+        explore = tf.random.uniform(tf.shape(greedy)) < tf.gather(self.epsilons, env_ids)
+        actions = tf.where(explore, random, greedy)
+        new_state["prev_action"] = actions
+        return actions, {"q": q}, new_state
+
+    def _initial_priorities(self, batch: dict) -> tf.Tensor:
+        """Priorities of new sequences (batch-major) from their acting-time Q values.
+
+        The acting network's own greedy value stands in for the target network's
+        double-Q estimate; the first training step replaces it.
+        """
+        batch = {k: _time_major(v) for k, v in batch.items() if k != "state"}
+        b = self.config.burn_in
+        q = tf.cast(batch["q"][b:], tf.float32)
+        q_taken = q_of_actions(q[:-1], batch["action"][b:-1])
+        td, mask = sequence_td(q_taken, tf.reduce_max(q[1:], axis=-1), batch, self.config)
+        return sequence_priorities(td, mask, self.config.priority_eta)
+
+    def _learn(self, batch: dict, weights) -> dict:
+        """One step on sampled sequences (batch-major); returns metrics and "priorities"."""
+        batch = {k: v if k == "state" else _time_major(v) for k, v in batch.items()}
+        with tf.GradientTape() as tape:
+            loss, priorities, metrics = r2d2_loss(self.online, self.target, self.config, batch, weights)
+        grads = tape.gradient(loss, self.online.trainable_variables)
+        metrics["grad_norm"] = self.optimizer.apply(grads, self.config.max_grad_norm)
+        self.steps.assign_add(1)
+        if self.steps % self.config.target_update_period == 0:
+            self._copy_target()
+        metrics["priorities"] = priorities
+        return metrics
+

@@ -1,0 +1,63 @@
+"""The R2D2 trainer thread: unrolls go into prioritized replay, batches come out of it.
+
+The learner holds the replay ratio: it trains on one batch whenever the sequences
+trained on so far stay below `replay_ratio` times the sequences inserted, and
+otherwise waits for new data. Since the inference thread blocks on a full unroll
+queue, a slow trainer also slows the actors down rather than losing data.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import tensorflow as tf
+
+from algorithms.r2d2 import R2D2Config
+from algorithms.replay import PrioritizedReplay
+from server.metrics import Metrics
+from server.unroll_queue import UnrollQueue
+
+
+class ReplayTrainer(threading.Thread):
+    def __init__(self, agent, queue: UnrollQueue, metrics: Metrics, device: str, config: R2D2Config, seed: int):
+        super().__init__(name="trainer", daemon=True)
+        self.agent, self.queue, self.metrics, self.device, self.config = agent, queue, metrics, device, config
+        self.replay = PrioritizedReplay(
+            config.replay_capacity, config.priority_exponent, config.importance_sampling_exponent, seed=seed
+        )
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+        self.inserted = 0
+        self.trained = 0
+
+    def _may_train(self) -> bool:
+        return (
+            len(self.replay) >= self.config.min_replay_size
+            and self.trained + self.agent.batch_size <= self.config.replay_ratio * self.inserted
+        )
+
+    def _insert(self, timeout_s: float) -> None:
+        chunk = self.queue.get_chunk(timeout_s)
+        while chunk is not None:
+            with tf.device(self.device):
+                priorities = self.agent.initial_priorities({k: v for k, v in chunk.items() if k != "state"})
+            self.replay.add(chunk, priorities.numpy())
+            self.inserted += len(priorities)
+            chunk = self.queue.get_chunk(0.0)
+
+    def run(self) -> None:
+        try:
+            while not self.stopping.is_set():
+                self._insert(0.0 if self._may_train() else 0.5)
+                if not self._may_train():
+                    continue
+                indices, weights, batch = self.replay.sample(self.agent.batch_size)
+                with tf.device(self.device):
+                    out = self.agent.learn(batch, weights)
+                self.replay.update_priorities(indices, out.pop("priorities").numpy())
+                self.trained += self.agent.batch_size
+                losses = {k: float(v) for k, v in out.items()}
+                losses["replay/size"] = float(len(self.replay))
+                self.metrics.add_learner_step(losses)
+        except BaseException as error:  # noqa: BLE001 - reported by the main loop
+            self.error = error
