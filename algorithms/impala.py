@@ -25,6 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms import vtrace
+from algorithms.agent_io import act_signature, time_major
 from algorithms.networks import NetworkConfig, PolicyValueNet
 from algorithms.optim import Adam
 
@@ -43,11 +44,6 @@ class ImpalaConfig:
     clip_pg_rho_threshold: float = 1.0  # rho_bar of the policy-gradient advantage
     vtrace_lambda: float = 1.0  # lambda of the V-trace traces c_t
     reward_clip: float = 1.0  # rewards are clipped to [-c, c] for training; 0 turns it off
-
-
-def _time_major(x: tf.Tensor) -> tf.Tensor:
-    perm = [1, 0] + list(range(2, x.shape.rank))
-    return tf.transpose(x, perm)
 
 
 def transitions(batch: dict, config: ImpalaConfig) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -134,15 +130,7 @@ class ImpalaAgent(tf.Module):
         self.batch_size = config.batch_size
         # Per-step outputs of `act` that unrolls keep beside the action.
         self.extras_spec = {"logits": ((num_actions,), np.dtype(np.float32))}
-        state_spec = {
-            k: tf.TensorSpec([None, *v.shape[1:]], v.dtype) for k, v in self.initial_state(1).items()
-        }
-        obs_spec = tf.TensorSpec([None, *obs_shape], tf.as_dtype(obs_dtype))
-        self.act = tf.function(
-            self._act,
-            input_signature=[obs_spec, tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.bool),
-                             tf.TensorSpec([None], tf.int32), state_spec],
-        )
+        self.act = tf.function(self._act, input_signature=act_signature(obs_shape, obs_dtype, self.initial_state(1)))
         self.learn = tf.function(self._learn)
 
     def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
@@ -158,7 +146,7 @@ class ImpalaAgent(tf.Module):
 
     def _learn(self, batch: dict) -> dict:
         """One gradient step on a batch of unrolls given batch-major ([B, T+1, ...])."""
-        batch = {k: v if k == "state" else _time_major(v) for k, v in batch.items()}
+        batch = time_major(batch)
         with tf.GradientTape() as tape:
             loss, metrics = impala_loss(self.net, self.config, batch)
         variables = self.net.trainable_variables

@@ -11,13 +11,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from algorithms.agent_io import act_signature, time_major
 from algorithms.networks import DuelingQNet, NetworkConfig
 from algorithms.optim import Adam
 from algorithms.r2d2 import R2D2Config, q_of_actions, r2d2_loss, sequence_priorities, sequence_td
-
-
-def _time_major(x: tf.Tensor) -> tf.Tensor:
-    return tf.transpose(x, [1, 0] + list(range(2, x.shape.rank)))
 
 
 class R2D2Agent(tf.Module):
@@ -44,15 +41,7 @@ class R2D2Agent(tf.Module):
         self.epsilons = tf.Variable(np.zeros(max_envs, np.float32), trainable=False, name="epsilons")
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_steps")
         self._copy_target()
-        state_spec = {
-            k: tf.TensorSpec([None, *v.shape[1:]], v.dtype) for k, v in self.initial_state(1).items()
-        }
-        obs_spec = tf.TensorSpec([None, *obs_shape], tf.as_dtype(obs_dtype))
-        self.act = tf.function(
-            self._act,
-            input_signature=[obs_spec, tf.TensorSpec([None], tf.float32), tf.TensorSpec([None], tf.bool),
-                             tf.TensorSpec([None], tf.int32), state_spec],
-        )
+        self.act = tf.function(self._act, input_signature=act_signature(obs_shape, obs_dtype, self.initial_state(1)))
         self.learn = tf.function(self._learn)
         self.initial_priorities = tf.function(self._initial_priorities)
 
@@ -88,7 +77,7 @@ class R2D2Agent(tf.Module):
         The acting network's own greedy value stands in for the target network's
         double-Q estimate; the first training step replaces it.
         """
-        batch = {k: _time_major(v) for k, v in batch.items() if k != "state"}
+        batch = time_major({k: v for k, v in batch.items() if k != "state"})
         b = self.config.burn_in
         q = tf.cast(batch["q"][b:], tf.float32)
         q_taken = q_of_actions(q[:-1], batch["action"][b:-1])
@@ -97,7 +86,7 @@ class R2D2Agent(tf.Module):
 
     def _learn(self, batch: dict, weights) -> dict:
         """One step on sampled sequences (batch-major); returns metrics and "priorities"."""
-        batch = {k: v if k == "state" else _time_major(v) for k, v in batch.items()}
+        batch = time_major(batch)
         with tf.GradientTape() as tape:
             loss, priorities, metrics = r2d2_loss(self.online, self.target, self.config, batch, weights)
         grads = tape.gradient(loss, self.online.trainable_variables)
