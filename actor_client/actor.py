@@ -42,6 +42,7 @@ class ActorConfig:
     reconnect_min_s: float = 0.1  # first retry delay; doubles up to reconnect_max_s
     reconnect_max_s: float = 5.0  # longest retry delay
     log_interval_s: float = 30.0  # seconds between progress lines (0: none)
+    evaluation: bool = False  # evaluation envs: greedy, never trained on, reported apart
 
 
 class ProtocolError(Exception):
@@ -84,7 +85,8 @@ class Actor:
 
     async def _session(self, channel: grpc.aio.Channel) -> None:
         call = pb_grpc.LearnerStub(channel).Act()
-        hello = pb.Hello(run_id=self.run_id, num_envs=self.config.envs, protocol_version=PROTOCOL_VERSION)
+        hello = pb.Hello(run_id=self.run_id, num_envs=self.config.envs, protocol_version=PROTOCOL_VERSION,
+                         evaluation=self.config.evaluation)
         await call.write(pb.ActorMessage(hello=hello))
         reply = await call.read()
         if reply is grpc.aio.EOF or reply.WhichOneof("kind") != "config":

@@ -136,6 +136,9 @@ class ImpalaAgent(tf.Module):
     def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
         return self.net.initial_state(batch_size)
 
+    def assign_envs(self, lo: int, hi: int, evaluation: bool) -> None:
+        """Env ids lo..hi-1 have a new owner; every env acts from the same policy, so nothing to do."""
+
     def _act(self, obs, reward, first, env_ids, state):
         """One step for a batch of envs: actions sampled from pi, logits kept for V-trace."""
         del reward, env_ids  # every env follows the same stochastic policy

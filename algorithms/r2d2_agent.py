@@ -16,6 +16,8 @@ from algorithms.networks import DuelingQNet, NetworkConfig
 from algorithms.optim import Adam
 from algorithms.r2d2 import R2D2Config, q_of_actions, r2d2_loss, sequence_priorities, sequence_td
 
+EVAL_EPSILON = 0.001  # exploration of evaluation envs
+
 
 class R2D2Agent(tf.Module):
     def __init__(
@@ -39,6 +41,7 @@ class R2D2Agent(tf.Module):
         self.batch_size = config.batch_size
         self.extras_spec = {"q": ((num_actions,), np.dtype(np.float32))}
         self.epsilons = tf.Variable(np.zeros(max_envs, np.float32), trainable=False, name="epsilons")
+        self.training_epsilons = np.zeros(max_envs, np.float32)
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_steps")
         self._copy_target()
         self.act = tf.function(self._act, input_signature=act_signature(obs_shape, obs_dtype, self.initial_state(1)))
@@ -54,7 +57,13 @@ class R2D2Agent(tf.Module):
         """Exploration rate per env id; ids past the array keep the last rate."""
         full = np.full(self.epsilons.shape[0], epsilons[-1], np.float32)
         full[: len(epsilons)] = epsilons[: len(full)]
+        self.training_epsilons = full
         self.epsilons.assign(full)
+
+    def assign_envs(self, lo: int, hi: int, evaluation: bool) -> None:
+        """Env ids lo..hi-1 have a new owner: evaluation envs act with epsilon 0.001."""
+        values = np.full(hi - lo, EVAL_EPSILON, np.float32) if evaluation else self.training_epsilons[lo:hi]
+        self.epsilons[lo:hi].assign(values)
 
     def _copy_target(self) -> None:
         for target, online in zip(self.target.trainable_variables, self.online.trainable_variables, strict=True):

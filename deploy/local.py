@@ -18,10 +18,12 @@ from server.learner import AlgoConfig, LearnerConfig, exit_code, serve
 class LaunchConfig:
     actors: int = 2  # local actor processes
     envs_per_actor: int = 16  # envs hosted by each actor
+    eval_actors: int = 0  # extra actors whose envs evaluate (greedy, not trained on, reported apart)
 
 
-def actor_command(address: str, envs: int) -> list[str]:
-    return [sys.executable, "-m", "deploy.cli", "actor", "--learner", address, "--envs", str(envs)]
+def actor_command(address: str, envs: int, evaluation: bool = False) -> list[str]:
+    command = [sys.executable, "-m", "deploy.cli", "actor", "--learner", address, "--envs", str(envs)]
+    return command + ["--evaluation"] if evaluation else command
 
 
 def _die_with_parent() -> None:
@@ -40,10 +42,9 @@ def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: AlgoConfig, ne
     actors: list[subprocess.Popen] = []
 
     def start_actors(address: str) -> None:
-        for _ in range(launch.actors):
-            actors.append(
-                subprocess.Popen(actor_command(address, launch.envs_per_actor), preexec_fn=_die_with_parent)
-            )
+        for i in range(launch.actors + launch.eval_actors):
+            command = actor_command(address, launch.envs_per_actor, evaluation=i >= launch.actors)
+            actors.append(subprocess.Popen(command, preexec_fn=_die_with_parent))
 
     try:
         summary = asyncio.run(serve(learner, algo, network, on_ready=start_actors))

@@ -54,9 +54,11 @@ class EnvSlots:
         self.length = np.zeros(capacity, np.int64)  # rows filled in the partial unroll
         self.episode_return = np.zeros(capacity, np.float64)
         self.episode_length = np.zeros(capacity, np.int64)
+        self.evaluation = np.zeros(capacity, bool)  # evaluation envs: never trained on
 
-    def reset(self, lo: int, hi: int) -> None:
+    def reset(self, lo: int, hi: int, evaluation: bool = False) -> None:
         """Forgets envs lo..hi-1: a new actor owns them. Their partial unrolls are dropped."""
+        self.evaluation[lo:hi] = evaluation
         self.length[lo:hi] = 0
         self.episode_return[lo:hi] = 0
         self.episode_length[lo:hi] = 0
@@ -74,12 +76,14 @@ class EnvSlots:
         extras: dict[str, np.ndarray],
         pre_state: StateArrays,
         new_state: StateArrays,
-    ) -> tuple[dict | None, np.ndarray, np.ndarray]:
+    ) -> tuple[dict | None, np.ndarray, np.ndarray, np.ndarray]:
         """Appends one row per env and returns completed unrolls and finished episodes.
 
         `pre_state` is the agent state the step was taken from, `new_state` the state
-        after it. Returns (unrolls or None, episode returns, episode lengths): unrolls
-        are a dict of arrays [N, T+1, ...] plus "state", a dict of [N, ...] arrays.
+        after it. Returns (unrolls or None, episode returns, episode lengths, whether
+        each episode ran in an evaluation env): unrolls are a dict of arrays
+        [N, T+1, ...] plus "state", a dict of [N, ...] arrays; evaluation envs' unrolls
+        are left out.
         """
         pos = self.length[env_ids]
         for rows_at, states in ((pos == 0, self.start_state),
@@ -107,8 +111,10 @@ class EnvSlots:
         complete = pos == self.rows_per_unroll
         if complete.any():
             done_ids = env_ids[complete]
-            unrolls = {name: value[done_ids] for name, value in self.rows.items()}
-            unrolls["state"] = {name: value[done_ids] for name, value in self.start_state.items()}
+            train_ids = done_ids[~self.evaluation[done_ids]]
+            if len(train_ids):
+                unrolls = {name: value[train_ids] for name, value in self.rows.items()}
+                unrolls["state"] = {name: value[train_ids] for name, value in self.start_state.items()}
             keep = slice(self.rows_per_unroll - self.overlap, None)
             for value in self.rows.values():
                 value[done_ids, : self.overlap] = value[done_ids, keep]
@@ -122,4 +128,4 @@ class EnvSlots:
         ended = step.terminated | step.truncated
         self.episode_return[env_ids] = np.where(ended, 0.0, returns)
         self.episode_length[env_ids] = np.where(ended, 0, lengths)
-        return unrolls, returns[ended], lengths[ended]
+        return unrolls, returns[ended], lengths[ended], self.evaluation[env_ids[ended]]

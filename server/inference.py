@@ -37,8 +37,9 @@ class InferenceEngine:
         self.unrolls = unrolls
         self.metrics = metrics
 
-    def reset(self, lo: int, hi: int) -> None:
-        self.slots.reset(lo, hi)
+    def reset(self, lo: int, hi: int, evaluation: bool = False) -> None:
+        self.slots.reset(lo, hi, evaluation)
+        self.agent.assign_envs(lo, hi, evaluation)
 
     def process(self, requests: Sequence[StepRequest]) -> list[np.ndarray]:
         """Acts for every env in the batch and returns each request's actions."""
@@ -57,8 +58,10 @@ class InferenceEngine:
         actions = actions.numpy()
         extras = {k: v.numpy() for k, v in extras.items()}
         new_state = {k: v.numpy() for k, v in new_state.items()}
-        unrolls, returns, lengths = self.slots.record(env_ids, step, actions, extras, pre_state, new_state)
-        self.metrics.add_inference(len(env_ids), returns, lengths)
+        unrolls, returns, lengths, evaluation = self.slots.record(
+            env_ids, step, actions, extras, pre_state, new_state
+        )
+        self.metrics.add_inference(len(env_ids), returns, lengths, evaluation)
         if unrolls is not None:
             self.unrolls.put(unrolls)
         return np.split(actions, np.cumsum([len(r) for r in requests[:-1]]))

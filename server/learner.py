@@ -211,7 +211,7 @@ async def serve(
             if config.max_frames and metrics.frames >= config.max_frames:
                 reason = "max_frames"
                 break
-            if metrics.window_full() and metrics.mean_return() >= config.target_return:
+            if metrics.target_reached(config.target_return):
                 reason = "target_return"
                 break
         snapshot = metrics.summary()  # as of the stop, before the teardown's last steps

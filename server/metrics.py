@@ -25,17 +25,25 @@ class Metrics:
         self.learner_steps = 0
         self._returns: deque[float] = deque(maxlen=window)
         self._lengths: deque[int] = deque(maxlen=window)
+        self.eval_episodes = 0
+        self._eval_returns: deque[float] = deque(maxlen=window)  # evaluation envs, reported apart
+        self._new_eval_returns: list[float] = []
         self._new_returns: list[float] = []
         self._new_lengths: list[int] = []
         self._losses: dict[str, float] = {}
         self._inference_batches = 0
         self._inference_envs = 0
 
-    def add_inference(self, num_envs: int, returns: np.ndarray, lengths: np.ndarray) -> None:
+    def add_inference(self, num_envs: int, returns: np.ndarray, lengths: np.ndarray, evaluation: np.ndarray) -> None:
         with self._lock:
             self.env_steps += num_envs
             self._inference_batches += 1
             self._inference_envs += num_envs
+            if evaluation.any():
+                self.eval_episodes += int(evaluation.sum())
+                self._eval_returns.extend(returns[evaluation].tolist())
+                self._new_eval_returns.extend(returns[evaluation].tolist())
+                returns, lengths = returns[~evaluation], lengths[~evaluation]
             if len(returns):
                 self.episodes += len(returns)
                 self._returns.extend(returns.tolist())
@@ -56,14 +64,21 @@ class Metrics:
         with self._lock:
             return float(np.mean(self._returns)) if self._returns else math.nan
 
-    def window_full(self) -> bool:
+    def mean_eval_return(self) -> float:
         with self._lock:
-            return len(self._returns) == self._returns.maxlen
+            return float(np.mean(self._eval_returns)) if self._eval_returns else math.nan
+
+    def target_reached(self, target: float) -> bool:
+        """The mean over a full window of 100 episodes reaches `target`: evaluation
+        episodes once there are any, training episodes otherwise."""
+        with self._lock:
+            window = self._eval_returns if self._eval_returns else self._returns
+            return len(window) == window.maxlen and float(np.mean(window)) >= target
 
     def summary(self) -> dict:
         """The counters for summary.json."""
         wall = time.monotonic() - self.start
-        mean_return = self.mean_return()
+        mean_return, mean_eval = self.mean_return(), self.mean_eval_return()
         with self._lock:
             return {
                 "env_steps": self.env_steps,
@@ -71,6 +86,8 @@ class Metrics:
                 "wall_s": round(wall, 2),
                 "episodes": self.episodes,
                 "mean_return_last_100": None if math.isnan(mean_return) else round(mean_return, 2),
+                "eval_episodes": self.eval_episodes,
+                "mean_eval_return_last_100": None if math.isnan(mean_eval) else round(mean_eval, 2),
                 "env_steps_per_s": round(self.env_steps / wall, 1),
                 "learner_steps": self.learner_steps,
             }
@@ -81,12 +98,13 @@ class Metrics:
             out = {
                 "returns": self._new_returns,
                 "lengths": self._new_lengths,
+                "eval_returns": self._new_eval_returns,
                 "losses": dict(self._losses),
                 "mean_batch": self._inference_envs / max(self._inference_batches, 1),
                 "env_steps": self.env_steps,
                 "learner_steps": self.learner_steps,
             }
-            self._new_returns, self._new_lengths = [], []
+            self._new_returns, self._new_lengths, self._new_eval_returns = [], [], []
             self._inference_batches = self._inference_envs = 0
             return out
 
@@ -126,9 +144,10 @@ class Reporter:
                 f"{elapsed:.1f},{frames},{interval['env_steps']},{steps_per_s * self.metrics.frame_skip:.1f},"
                 f"{mean_return:.3f},{self.metrics.episodes},{interval['learner_steps']}\n"
             )
+        evaluation = f"eval(100) {self.metrics.mean_eval_return():.1f}  " if self.metrics.eval_episodes else ""
         return (
             f"frames {frames:,}  fps {steps_per_s * self.metrics.frame_skip:,.0f}  "
-            f"return(100) {mean_return:.1f}  episodes {self.metrics.episodes:,}  "
+            f"return(100) {mean_return:.1f}  {evaluation}episodes {self.metrics.episodes:,}  "
             f"learner steps {interval['learner_steps']:,}  elapsed {elapsed:.0f}s"
         )
 
@@ -140,6 +159,8 @@ class Reporter:
                 tf.summary.scalar("episode/return", r)
             for n in interval["lengths"]:
                 tf.summary.scalar("episode/length", n)
+            for r in interval["eval_returns"]:
+                tf.summary.scalar("eval/return", r)
             tf.summary.scalar("throughput/env_frames_per_s", steps_per_s * self.metrics.frame_skip)
             tf.summary.scalar("throughput/learner_steps_per_s", learner_per_s)
             tf.summary.scalar("inference/mean_batch_size", interval["mean_batch"])

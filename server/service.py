@@ -88,10 +88,14 @@ class LearnerService(pb_grpc.LearnerServicer):
             )
         lo, hi = id_range
         peer = f"{context.peer()} run {hello.run_id:016x} envs {lo}..{hi - 1}"
+        if hello.evaluation:
+            peer += " (evaluation)"
         counted = False
         try:
             # The inference thread owns the per-env state: reset it there, in order.
-            await asyncio.get_running_loop().run_in_executor(self.executor, self.engine.reset, lo, hi)
+            await asyncio.get_running_loop().run_in_executor(
+                self.executor, self.engine.reset, lo, hi, hello.evaluation
+            )
             config = pb.EnvConfig()
             config.CopyFrom(self.env_config)
             config.env_ids.extend(range(lo, hi))

@@ -50,7 +50,8 @@ def test_r2d2_runs_end_to_end_on_the_same_server(tmp_path):
     """Acting, sequences with burn-in overlap, replay and training all turn over."""
     logdir = tmp_path / "r2d2"
     run = Proc(seedfleet(
-        "run", "--algo", "r2d2", "--actors", "2", "--envs-per-actor", "4", "--max-frames", "6000",
+        "run", "--algo", "r2d2", "--actors", "2", "--eval-actors", "1", "--envs-per-actor", "4",
+        "--max-frames", "6000",
         "--burn-in", "2", "--unroll-length", "8", "--batch-size", "8", "--min-replay-size", "8",
         "--progress-interval-s", "1", "--logdir", str(logdir),
     ))
@@ -58,3 +59,5 @@ def test_r2d2_runs_end_to_end_on_the_same_server(tmp_path):
     summary = json.loads((logdir / "summary.json").read_text())
     assert summary["algo"] == "r2d2" and summary["frames"] >= 6000
     assert summary["learner_steps"] > 0
+    assert len([ln for ln in run.lines if "learner actor connected" in ln and "(evaluation)" in ln]) == 1
+    assert summary["eval_episodes"] > 0 and summary["mean_eval_return_last_100"] is not None

@@ -42,7 +42,7 @@ def test_unrolls_overlap_by_one_row_and_carry_their_start_state():
     ids = [0, 1]
     emitted = []
     for t in range(10):
-        unrolls, _, _ = feed(slots, ids, t, first=[t == 0] * 2)
+        unrolls, *_ = feed(slots, ids, t, first=[t == 0] * 2)
         if unrolls is not None:
             emitted.append(unrolls)
     # rows 0..3, 3..6, 6..9
@@ -60,8 +60,8 @@ def test_episode_boundaries_stay_in_the_unroll_as_flags():
     slots = make_slots()
     feed(slots, [2], 0, first=[True])
     feed(slots, [2], 1, terminated=[True], reward=[5.0])
-    unrolls, _, _ = feed(slots, [2], 2, first=[True])  # the autoreset observation
-    unrolls, returns, lengths = feed(slots, [2], 3)
+    unrolls, *_ = feed(slots, [2], 2, first=[True])  # the autoreset observation
+    unrolls, returns, lengths, _ = feed(slots, [2], 3)
     assert unrolls is not None
     np.testing.assert_array_equal(unrolls["terminated"][0], [False, True, False, False])
     np.testing.assert_array_equal(unrolls["first"][0], [True, False, True, False])
@@ -70,12 +70,12 @@ def test_episode_boundaries_stay_in_the_unroll_as_flags():
 def test_episode_returns_and_lengths():
     slots = make_slots()
     feed(slots, [0, 1], 0, first=[True, True])
-    _, r, n = feed(slots, [0, 1], 1, reward=[1.0, 2.0])
+    _, r, n, _ = feed(slots, [0, 1], 1, reward=[1.0, 2.0])
     assert len(r) == 0
-    _, r, n = feed(slots, [0, 1], 2, reward=[1.0, 2.0], terminated=[False, True])
+    _, r, n, _ = feed(slots, [0, 1], 2, reward=[1.0, 2.0], terminated=[False, True])
     np.testing.assert_array_equal(r, [4.0])
     np.testing.assert_array_equal(n, [2])
-    _, r, n = feed(slots, [0, 1], 3, reward=[1.0, 0.0], first=[False, True], terminated=[True, False])
+    _, r, n, _ = feed(slots, [0, 1], 3, reward=[1.0, 0.0], first=[False, True], terminated=[True, False])
     np.testing.assert_array_equal(r, [3.0])
     np.testing.assert_array_equal(n, [3])
 
@@ -89,7 +89,7 @@ def test_an_actor_restart_mid_unroll_drops_the_partial_unroll():
     assert slots.state["h"][1, 0] == 2.0
     emitted = {}
     for t in range(50, 56):
-        unrolls, _, _ = feed(slots, [0, 1], t, first=[t == 50, False])
+        unrolls, *_ = feed(slots, [0, 1], t, first=[t == 50, False])
         if unrolls is not None:
             for i, row in zip(unrolls["observation"][:, 0, 0] // 100, unrolls["observation"][:, :, 0], strict=True):
                 emitted.setdefault(int(i), []).append(row % 100)
@@ -107,7 +107,7 @@ def test_longer_overlaps_keep_every_transition_and_the_matching_start_state():
                      initial_state, overlap=3)
     emitted = []
     for t in range(14):
-        unrolls, _, _ = feed(slots, [0], t, first=[t == 0])
+        unrolls, *_ = feed(slots, [0], t, first=[t == 0])
         if unrolls is not None:
             emitted.append(unrolls)
     # 6 rows overlapping by 3: rows 0..5, 3..8, 6..11
@@ -115,3 +115,20 @@ def test_longer_overlaps_keep_every_transition_and_the_matching_start_state():
     for k, unrolls in enumerate(emitted):
         np.testing.assert_array_equal(unrolls["observation"][0, :, 0] % 100, [3 * k + r for r in range(6)])
         np.testing.assert_array_equal(unrolls["state"]["h"][0], [3.0 * k] * 2)  # 3k steps taken before row 0
+
+
+def test_evaluation_envs_are_never_trained_on_and_report_apart():
+    slots = make_slots()
+    slots.reset(2, 4, evaluation=True)
+    emitted = []
+    for t in range(4):
+        unrolls, returns, _, evaluation = feed(slots, [0, 2], t, first=[t == 0] * 2,
+                                               terminated=[t == 3, t == 3], reward=[1.0, 2.0])
+        if unrolls is not None:
+            emitted.append(unrolls)
+    assert len(emitted) == 1 and emitted[0]["observation"].shape[0] == 1  # env 0 only
+    assert emitted[0]["observation"][0, 0, 0] // 100 == 0
+    np.testing.assert_array_equal(returns, [3.0, 6.0])
+    np.testing.assert_array_equal(evaluation, [False, True])
+    slots.reset(2, 4)  # a training actor takes the ids over
+    assert not slots.evaluation[2:4].any()

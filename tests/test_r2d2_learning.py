@@ -137,3 +137,7 @@ def test_acting_is_epsilon_greedy_per_env_and_remembers_the_action():
         np.testing.assert_array_equal(new_state["prev_action"].numpy(), actions.numpy())
     assert greedy == {True} and random == set(range(A))
     np.testing.assert_allclose(agent.epsilons.numpy(), [0.0, 1.0, 1.0, 1.0])
+    agent.assign_envs(1, 3, evaluation=True)  # an evaluation actor takes ids 1..2
+    np.testing.assert_allclose(agent.epsilons.numpy(), [0.0, 0.001, 0.001, 1.0])
+    agent.assign_envs(1, 3, evaluation=False)  # and a training actor takes them back
+    np.testing.assert_allclose(agent.epsilons.numpy(), [0.0, 1.0, 1.0, 1.0])

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n seedfleet/v1/actor_learner.proto\x12\x0cseedfleet.v1\"b\n\x0c\x41\x63torMessage\x12$\n\x05hello\x18\x01 \x01(\x0b\x32\x13.seedfleet.v1.HelloH\x00\x12$\n\x05steps\x18\x02 \x01(\x0b\x32\x13.seedfleet.v1.StepsH\x00\x42\x06\n\x04kind\"m\n\x0eLearnerMessage\x12)\n\x06\x63onfig\x18\x01 \x01(\x0b\x32\x17.seedfleet.v1.EnvConfigH\x00\x12(\n\x07\x61\x63tions\x18\x02 \x01(\x0b\x32\x15.seedfleet.v1.ActionsH\x00\x42\x06\n\x04kind\"C\n\x05Hello\x12\x0e\n\x06run_id\x18\x01 \x01(\x06\x12\x10\n\x08num_envs\x18\x02 \x01(\r\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\"/\n\x0fObservationSpec\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\r\"\xba\x01\n\x12\x41tariPreprocessing\x12\x12\n\nframe_skip\x18\x01 \x01(\r\x12\x12\n\nimage_size\x18\x02 \x01(\r\x12\x10\n\x08noop_max\x18\x03 \x01(\r\x12!\n\x19repeat_action_probability\x18\x04 \x01(\x02\x12\x1e\n\x16max_frames_per_episode\x18\x05 \x01(\r\x12\x19\n\x11\x66ull_action_space\x18\x06 \x01(\x08\x12\x0c\n\x04game\x18\x07 \x01(\t\"\xb4\x01\n\tEnvConfig\x12\x0e\n\x06\x65nv_id\x18\x01 \x01(\t\x12\x0f\n\x07\x65nv_ids\x18\x02 \x03(\r\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\x32\n\x0bobservation\x18\x04 \x01(\x0b\x32\x1d.seedfleet.v1.ObservationSpec\x12\x13\n\x0bnum_actions\x18\x05 \x01(\r\x12/\n\x05\x61tari\x18\x06 \x01(\x0b\x32 .seedfleet.v1.AtariPreprocessing\"u\n\x05Steps\x12\x0f\n\x07\x65nv_ids\x18\x06 \x01(\x0c\x12\x14\n\x0cobservations\x18\x01 \x01(\x0c\x12\x0f\n\x07rewards\x18\x02 \x01(\x0c\x12\x12\n\nterminated\x18\x03 \x01(\x0c\x12\x11\n\ttruncated\x18\x04 \x01(\x0c\x12\r\n\x05\x66irst\x18\x05 \x01(\x0c\"\x1a\n\x07\x41\x63tions\x12\x0f\n\x07\x61\x63tions\x18\x01 \x01(\x0c\x32N\n\x07Learner\x12\x43\n\x03\x41\x63t\x12\x1a.seedfleet.v1.ActorMessage\x1a\x1c.seedfleet.v1.LearnerMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n seedfleet/v1/actor_learner.proto\x12\x0cseedfleet.v1\"b\n\x0c\x41\x63torMessage\x12$\n\x05hello\x18\x01 \x01(\x0b\x32\x13.seedfleet.v1.HelloH\x00\x12$\n\x05steps\x18\x02 \x01(\x0b\x32\x13.seedfleet.v1.StepsH\x00\x42\x06\n\x04kind\"m\n\x0eLearnerMessage\x12)\n\x06\x63onfig\x18\x01 \x01(\x0b\x32\x17.seedfleet.v1.EnvConfigH\x00\x12(\n\x07\x61\x63tions\x18\x02 \x01(\x0b\x32\x15.seedfleet.v1.ActionsH\x00\x42\x06\n\x04kind\"W\n\x05Hello\x12\x0e\n\x06run_id\x18\x01 \x01(\x06\x12\x10\n\x08num_envs\x18\x02 \x01(\r\x12\x18\n\x10protocol_version\x18\x03 \x01(\r\x12\x12\n\nevaluation\x18\x04 \x01(\x08\"/\n\x0fObservationSpec\x12\r\n\x05\x64type\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\r\"\xba\x01\n\x12\x41tariPreprocessing\x12\x12\n\nframe_skip\x18\x01 \x01(\r\x12\x12\n\nimage_size\x18\x02 \x01(\r\x12\x10\n\x08noop_max\x18\x03 \x01(\r\x12!\n\x19repeat_action_probability\x18\x04 \x01(\x02\x12\x1e\n\x16max_frames_per_episode\x18\x05 \x01(\r\x12\x19\n\x11\x66ull_action_space\x18\x06 \x01(\x08\x12\x0c\n\x04game\x18\x07 \x01(\t\"\xb4\x01\n\tEnvConfig\x12\x0e\n\x06\x65nv_id\x18\x01 \x01(\t\x12\x0f\n\x07\x65nv_ids\x18\x02 \x03(\r\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\x32\n\x0bobservation\x18\x04 \x01(\x0b\x32\x1d.seedfleet.v1.ObservationSpec\x12\x13\n\x0bnum_actions\x18\x05 \x01(\r\x12/\n\x05\x61tari\x18\x06 \x01(\x0b\x32 .seedfleet.v1.AtariPreprocessing\"u\n\x05Steps\x12\x0f\n\x07\x65nv_ids\x18\x06 \x01(\x0c\x12\x14\n\x0cobservations\x18\x01 \x01(\x0c\x12\x0f\n\x07rewards\x18\x02 \x01(\x0c\x12\x12\n\nterminated\x18\x03 \x01(\x0c\x12\x11\n\ttruncated\x18\x04 \x01(\x0c\x12\r\n\x05\x66irst\x18\x05 \x01(\x0c\"\x1a\n\x07\x41\x63tions\x12\x0f\n\x07\x61\x63tions\x18\x01 \x01(\x0c\x32N\n\x07Learner\x12\x43\n\x03\x41\x63t\x12\x1a.seedfleet.v1.ActorMessage\x1a\x1c.seedfleet.v1.LearnerMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,17 +36,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LEARNERMESSAGE']._serialized_start=150
   _globals['_LEARNERMESSAGE']._serialized_end=259
   _globals['_HELLO']._serialized_start=261
-  _globals['_HELLO']._serialized_end=328
-  _globals['_OBSERVATIONSPEC']._serialized_start=330
-  _globals['_OBSERVATIONSPEC']._serialized_end=377
-  _globals['_ATARIPREPROCESSING']._serialized_start=380
-  _globals['_ATARIPREPROCESSING']._serialized_end=566
-  _globals['_ENVCONFIG']._serialized_start=569
-  _globals['_ENVCONFIG']._serialized_end=749
-  _globals['_STEPS']._serialized_start=751
-  _globals['_STEPS']._serialized_end=868
-  _globals['_ACTIONS']._serialized_start=870
-  _globals['_ACTIONS']._serialized_end=896
-  _globals['_LEARNER']._serialized_start=898
-  _globals['_LEARNER']._serialized_end=976
+  _globals['_HELLO']._serialized_end=348
+  _globals['_OBSERVATIONSPEC']._serialized_start=350
+  _globals['_OBSERVATIONSPEC']._serialized_end=397
+  _globals['_ATARIPREPROCESSING']._serialized_start=400
+  _globals['_ATARIPREPROCESSING']._serialized_end=586
+  _globals['_ENVCONFIG']._serialized_start=589
+  _globals['_ENVCONFIG']._serialized_end=769
+  _globals['_STEPS']._serialized_start=771
+  _globals['_STEPS']._serialized_end=888
+  _globals['_ACTIONS']._serialized_start=890
+  _globals['_ACTIONS']._serialized_end=916
+  _globals['_LEARNER']._serialized_start=918
+  _globals['_LEARNER']._serialized_end=996
 # @@protoc_insertion_point(module_scope)

@@ -23,14 +23,16 @@ class LearnerMessage(_message.Message):
     def __init__(self, config: _Optional[_Union[EnvConfig, _Mapping]] = ..., actions: _Optional[_Union[Actions, _Mapping]] = ...) -> None: ...
 
 class Hello(_message.Message):
-    __slots__ = ("run_id", "num_envs", "protocol_version")
+    __slots__ = ("run_id", "num_envs", "protocol_version", "evaluation")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     NUM_ENVS_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_FIELD_NUMBER: _ClassVar[int]
     run_id: int
     num_envs: int
     protocol_version: int
-    def __init__(self, run_id: _Optional[int] = ..., num_envs: _Optional[int] = ..., protocol_version: _Optional[int] = ...) -> None: ...
+    evaluation: bool
+    def __init__(self, run_id: _Optional[int] = ..., num_envs: _Optional[int] = ..., protocol_version: _Optional[int] = ..., evaluation: _Optional[bool] = ...) -> None: ...
 
 class ObservationSpec(_message.Message):
     __slots__ = ("dtype", "shape")
