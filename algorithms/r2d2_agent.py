@@ -81,12 +81,12 @@ class R2D2Agent(tf.Module):
         return actions, {"q": q}, new_state
 
     def _initial_priorities(self, batch: dict) -> tf.Tensor:
-        """Priorities of new sequences (batch-major) from their acting-time Q values.
+        """Priorities of new sequences (batch-major, without "state") from their acting-time Q values.
 
         The acting network's own greedy value stands in for the target network's
         double-Q estimate; the first training step replaces it.
         """
-        batch = time_major({k: v for k, v in batch.items() if k != "state"})
+        batch = time_major(batch)
         b = self.config.burn_in
         q = tf.cast(batch["q"][b:], tf.float32)
         q_taken = q_of_actions(q[:-1], batch["action"][b:-1])

@@ -22,52 +22,39 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def test_flushes_on_size_without_waiting_for_the_timeout():
+def gather_timed(requests, live_streams=0, **batcher_args):
+    """Submits all requests at once to a fresh batcher; returns (recorder, replies, seconds)."""
+
     async def main():
         process = Recorder()
-        batcher = DynamicBatcher(process, ThreadPoolExecutor(1), max_batch_envs=4, timeout_s=10.0)
+        batcher = DynamicBatcher(process, ThreadPoolExecutor(1), **batcher_args)
+        batcher.live_streams = live_streams
         batcher.start()
         start = time.monotonic()
-        replies = await asyncio.gather(*(batcher.submit(i) for i in range(4)))
+        replies = await asyncio.gather(*(batcher.submit(r) for r in requests))
         elapsed = time.monotonic() - start
         await batcher.stop()
         return process, replies, elapsed
 
-    process, replies, elapsed = run(main())
+    return run(main())
+
+
+def test_flushes_on_size_without_waiting_for_the_timeout():
+    process, replies, elapsed = gather_timed(range(4), max_batch_envs=4, timeout_s=10.0)
     assert replies == [f"reply-{i}" for i in range(4)]
     assert process.batches == [[0, 1, 2, 3]]
     assert elapsed < 1.0
 
 
 def test_flushes_on_timeout_with_a_partial_batch():
-    async def main():
-        process = Recorder()
-        batcher = DynamicBatcher(process, ThreadPoolExecutor(1), max_batch_envs=100, timeout_s=0.05)
-        batcher.start()
-        start = time.monotonic()
-        replies = await asyncio.gather(batcher.submit("a"), batcher.submit("b"))
-        elapsed = time.monotonic() - start
-        await batcher.stop()
-        return process, replies, elapsed
-
-    process, replies, elapsed = run(main())
+    process, replies, elapsed = gather_timed(["a", "b"], max_batch_envs=100, timeout_s=0.05)
     assert replies == ["reply-a", "reply-b"]
     assert process.batches == [["a", "b"]]
     assert 0.04 <= elapsed < 1.0
 
 
 def test_flushes_once_every_live_stream_waits():
-    async def main():
-        process = Recorder()
-        batcher = DynamicBatcher(process, ThreadPoolExecutor(1), max_batch_envs=100, timeout_s=10.0)
-        batcher.live_streams = 3
-        batcher.start()
-        start = time.monotonic()
-        replies = await asyncio.gather(*(batcher.submit(i) for i in range(3)))
-        await batcher.stop()
-        return replies, time.monotonic() - start
-
-    replies, elapsed = run(main())
+    _, replies, elapsed = gather_timed(range(3), live_streams=3, max_batch_envs=100, timeout_s=10.0)
     assert replies == ["reply-0", "reply-1", "reply-2"]
     assert elapsed < 1.0
 
