@@ -42,6 +42,21 @@ class R2D2Config:
     replay_ratio: float = 2.0  # sequences trained on per sequence inserted, held by the learner
 
 
+# The defaults above are the paper's, for Atari. Envs with vector observations (CartPole
+# and friends) have short episodes and small networks; there shorter sequences, a 3-step
+# target, a target net copied 25x as often and 4x the replay per inserted sequence learn
+# in minutes, where the Atari values barely move within an hour (BENCHMARKS.md).
+VECTOR_OBSERVATION_DEFAULTS: dict[str, float | int] = {
+    "discount": 0.99,
+    "burn_in": 10,
+    "unroll_length": 20,
+    "n_step": 3,
+    "learning_rate": 1e-3,
+    "target_update_period": 100,
+    "min_replay_size": 64,
+    "replay_ratio": 8.0,
+}
+
 def ape_x_epsilons(num_envs: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:
     """Per-env exploration rates of Ape-X: eps_i = base ** (1 + alpha * i / (N - 1))."""
     if num_envs == 1:

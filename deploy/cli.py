@@ -40,17 +40,38 @@ def _classes(command: str, algo: str) -> list:
     return [LaunchConfig, *_learner_classes(algo)]
 
 
-def _algo_of(argv: list[str]) -> str:
+def _algo_and_env(argv: list[str]) -> tuple[str, str]:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--algo", default="vtrace")
-    return pre.parse_known_args(argv)[0].algo
+    pre.add_argument("--env", default="CartPole-v1")
+    known = pre.parse_known_args(argv)[0]
+    return known.algo, known.env
 
 
-def build_parser(command: str, algo: str = "vtrace") -> argparse.ArgumentParser:
+def task_defaults(command: str, algo: str, env: str) -> dict:
+    """Defaults that follow the task; any flag given still wins.
+
+    R2D2 on a non-Atari env takes VECTOR_OBSERVATION_DEFAULTS. `run --algo r2d2` starts
+    one evaluation actor: under Ape-X epsilons (up to 0.4) the training returns say little
+    of the policy, so progress and --target-return are read off the evaluation episodes.
+    """
+    if command == "actor" or algo != "r2d2":
+        return {}
+    from actor_client.envs import atari_settings
+    from algorithms.r2d2 import VECTOR_OBSERVATION_DEFAULTS
+
+    defaults = {} if atari_settings(env) is not None else dict(VECTOR_OBSERVATION_DEFAULTS)
+    if command == "run":
+        defaults["eval_actors"] = 1
+    return defaults
+
+
+def build_parser(command: str, algo: str = "vtrace", env: str = "CartPole-v1") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"seedfleet {command}", description=COMMANDS[command])
     taken: set[str] = set()
+    defaults = task_defaults(command, algo, env)
     for cls in _classes(command, algo):
-        add_flags(parser, cls, taken)
+        add_flags(parser, cls, taken, defaults)
     return parser
 
 
@@ -63,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     command, rest = argv[0], argv[1:]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
-    algo = _algo_of(rest)
-    args = build_parser(command, algo).parse_args(rest)
+    algo, env = _algo_and_env(rest)
+    args = build_parser(command, algo, env).parse_args(rest)
     configs = [from_flags(cls, args) for cls in _classes(command, algo)]
     if command == "actor":
         from actor_client.actor import main as actor_main

@@ -18,8 +18,11 @@ def _help_texts(cls) -> dict[str, str]:
     return dict(re.findall(r"^\s+(\w+):[^#\n]*#\s*(.+)$", source, flags=re.M))
 
 
-def add_flags(parser: argparse.ArgumentParser, cls, taken: set[str]) -> None:
-    """Adds one flag per field of dataclass `cls`; `taken` guards against name clashes."""
+def add_flags(parser: argparse.ArgumentParser, cls, taken: set[str], defaults: dict | None = None) -> None:
+    """Adds one flag per field of dataclass `cls`; `taken` guards against name clashes.
+
+    `defaults` replaces some fields' defaults (the task's defaults, shown as such in --help).
+    """
     helps = _help_texts(cls)
     group = parser.add_argument_group(cls.__name__)
     for field in dataclasses.fields(cls):
@@ -27,7 +30,7 @@ def add_flags(parser: argparse.ArgumentParser, cls, taken: set[str]) -> None:
             raise ValueError(f"flag --{field.name} is defined twice")
         taken.add(field.name)
         flag = "--" + field.name.replace("_", "-")
-        default = field.default
+        default = (defaults or {}).get(field.name, field.default)
         help_text = helps.get(field.name, "")
         shown = "unset" if isinstance(default, float) and math.isnan(default) else default
         help_text = f"{help_text} (default: {shown})" if help_text else f"(default: {shown})"
@@ -38,7 +41,7 @@ def add_flags(parser: argparse.ArgumentParser, cls, taken: set[str]) -> None:
             group.add_argument(flag, dest=field.name, nargs="+", type=type(default[0]),
                                default=default, help=help_text)
         else:
-            group.add_argument(flag, dest=field.name, type=type(default), default=default, help=help_text)
+            group.add_argument(flag, dest=field.name, type=type(field.default), default=default, help=help_text)
 
 
 def from_flags(cls, args: argparse.Namespace):

@@ -1,4 +1,5 @@
-"""Plots a run's learning curve (mean return over 100 episodes against frames) to a PNG.
+"""Plots a run's learning curve (mean return over 100 episodes against frames) to a PNG,
+with the evaluation episodes' curve beside it when the run had evaluation envs.
 
     python -m deploy.plot_progress runs/pong/progress.csv pong.png
 """
@@ -17,11 +18,14 @@ def plot(csv_path: Path, png_path: Path, title: str | None = None) -> None:
     import matplotlib.pyplot as plt
 
     with csv_path.open() as f:
-        rows = [r for r in csv.DictReader(f) if r["mean_return_last_100"] != "nan"]
-    frames = [int(r["frames"]) / 1e6 for r in rows]
-    returns = [float(r["mean_return_last_100"]) for r in rows]
+        rows = list(csv.DictReader(f))
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(frames, returns)
+    curves = (("mean_return_last_100", "training envs"), ("mean_eval_return_last_100", "evaluation envs"))
+    for column, label in curves:
+        kept = [r for r in rows if r.get(column, "nan") != "nan"]
+        if kept:
+            ax.plot([int(r["frames"]) / 1e6 for r in kept], [float(r[column]) for r in kept], label=label)
+    ax.legend()
     ax.set_xlabel("env frames (millions)")
     ax.set_ylabel("mean return, last 100 episodes")
     ax.set_title(title or csv_path.parent.name)

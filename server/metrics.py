@@ -109,10 +109,22 @@ class Metrics:
             return out
 
 
+def resident_memory_gib() -> float:
+    """This process's resident memory (Linux /proc; NaN elsewhere)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return math.nan
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**30
+
+
 class Reporter:
     """Console progress lines, progress.csv and TensorBoard scalars at a fixed interval."""
 
-    CSV_COLUMNS = "elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,episodes,learner_steps\n"
+    CSV_COLUMNS = (
+        "elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,episodes,learner_steps,"
+        "learner_steps_per_s,mean_eval_return_last_100,replay_size,memory_gib\n"
+    )
 
     def __init__(self, metrics: Metrics, logdir: Path, queue_depth, summary_writer=None):
         self.metrics = metrics
@@ -135,23 +147,31 @@ class Reporter:
         self._last_time, self._last_steps = now, interval["env_steps"]
         self._last_learner_steps = interval["learner_steps"]
         frames = interval["env_steps"] * self.metrics.frame_skip
-        mean_return = self.metrics.mean_return()
+        mean_return, mean_eval = self.metrics.mean_return(), self.metrics.mean_eval_return()
         elapsed = now - self.metrics.start
+        memory = resident_memory_gib()
+        replay_size = interval["losses"].get("replay/size", math.nan)
         if self.writer is not None:
-            self._write_summaries(frames, interval, steps_per_s, learner_per_s)
+            self._write_summaries(frames, interval, steps_per_s, learner_per_s, memory)
         with self.csv_path.open("a") as csv:
             csv.write(
                 f"{elapsed:.1f},{frames},{interval['env_steps']},{steps_per_s * self.metrics.frame_skip:.1f},"
-                f"{mean_return:.3f},{self.metrics.episodes},{interval['learner_steps']}\n"
+                f"{mean_return:.3f},{self.metrics.episodes},{interval['learner_steps']},{learner_per_s:.2f},"
+                f"{mean_eval:.3f},{replay_size:.0f},{memory:.3f}\n"
             )
-        evaluation = f"eval(100) {self.metrics.mean_eval_return():.1f}  " if self.metrics.eval_episodes else ""
+        evaluation = f"eval(100) {mean_eval:.1f}  " if self.metrics.eval_episodes else ""
+        replay = ""
+        if not math.isnan(replay_size):
+            replay = f"replay {replay_size:,.0f} ({interval['losses']['replay/bytes_per_step']:,.0f} B/step)  "
         return (
             f"frames {frames:,}  fps {steps_per_s * self.metrics.frame_skip:,.0f}  "
             f"return(100) {mean_return:.1f}  {evaluation}episodes {self.metrics.episodes:,}  "
-            f"learner steps {interval['learner_steps']:,}  elapsed {elapsed:.0f}s"
+            f"learner steps {interval['learner_steps']:,} ({learner_per_s:.1f}/s)  {replay}"
+            f"mem {memory:.1f} GiB  elapsed {elapsed:.0f}s"
         )
 
-    def _write_summaries(self, frames: int, interval: dict, steps_per_s: float, learner_per_s: float):
+    def _write_summaries(self, frames: int, interval: dict, steps_per_s: float, learner_per_s: float,
+                         memory_gib: float):
         import tensorflow as tf
 
         with self.writer.as_default(step=frames):
@@ -165,6 +185,7 @@ class Reporter:
             tf.summary.scalar("throughput/learner_steps_per_s", learner_per_s)
             tf.summary.scalar("inference/mean_batch_size", interval["mean_batch"])
             tf.summary.scalar("queue/depth_unrolls", self.queue_depth())
+            tf.summary.scalar("learner/memory_gib", memory_gib)
             for name, value in interval["losses"].items():
                 tf.summary.scalar(name, value)
         self.writer.flush()

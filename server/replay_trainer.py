@@ -4,6 +4,9 @@ The learner holds the replay ratio: it trains on one batch whenever the sequence
 trained on so far stay below `replay_ratio` times the sequences inserted, and
 otherwise waits for new data. Since the inference thread blocks on a full unroll
 queue, a slow trainer also slows the actors down rather than losing data.
+
+Consecutive sequences of an env share burn_in + 1 rows, so each holds unroll_length new
+env steps: bytes per stored step are counted over those.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class ReplayTrainer(threading.Thread):
                 self.trained += self.agent.batch_size
                 losses = {k: float(v) for k, v in out.items()}
                 losses["replay/size"] = float(len(self.replay))
+                losses["replay/bytes_per_step"] = self.replay.bytes_per_step(self.config.unroll_length)
                 self.metrics.add_learner_step(losses)
         except BaseException as error:  # noqa: BLE001 - reported by the main loop
             self.error = error

@@ -43,3 +43,18 @@ def test_run_takes_the_launcher_flags():
 def test_unknown_command_is_an_error(capsys):
     with pytest.raises(SystemExit):
         main(["fly"])
+
+
+def test_r2d2_takes_task_defaults_that_flags_still_override():
+    from algorithms.r2d2 import R2D2Config
+
+    vector = build_parser("run", "r2d2", "CartPole-v1").parse_args([])
+    assert (vector.burn_in, vector.unroll_length, vector.n_step, vector.replay_ratio) == (10, 20, 3, 8.0)
+    assert vector.eval_actors == 1  # the target is judged on evaluation episodes
+    atari = build_parser("learner", "r2d2", "ALE/Pong-v5").parse_args([])
+    assert (atari.burn_in, atari.unroll_length, atari.target_update_period) == (
+        R2D2Config.burn_in, R2D2Config.unroll_length, R2D2Config.target_update_period)
+    given = build_parser("run", "r2d2", "CartPole-v1").parse_args(["--burn-in", "4", "--eval-actors", "0"])
+    assert (given.burn_in, given.eval_actors) == (4, 0)
+    assert build_parser("run", "vtrace", "CartPole-v1").parse_args([]).eval_actors == 0
+    assert "(default: 10)" in build_parser("learner", "r2d2", "CartPole-v1").format_help()

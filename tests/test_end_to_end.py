@@ -1,5 +1,6 @@
 """A learner and two actor processes train CartPole for a short while, and the return rises."""
 
+import csv
 import json
 import re
 
@@ -61,3 +62,9 @@ def test_r2d2_runs_end_to_end_on_the_same_server(tmp_path):
     assert summary["learner_steps"] > 0
     assert len([ln for ln in run.lines if "learner actor connected" in ln and "(evaluation)" in ln]) == 1
     assert summary["eval_episodes"] > 0 and summary["mean_eval_return_last_100"] is not None
+    progress = [ln for ln in run.lines if ln.startswith("frames ")]
+    assert any(re.search(r"replay \d+ \([\d,]+ B/step\)", ln) for ln in progress), progress[-3:]
+    with (logdir / "progress.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert any(r["replay_size"] != "nan" and float(r["replay_size"]) > 0 for r in rows)
+    assert all(float(r["memory_gib"]) > 0.1 for r in rows)
