@@ -16,11 +16,14 @@ import secrets
 import signal
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 import numpy as np
 
 from actor_client.envs import EnvBatch
+from actor_client.parent import exit_with_parent
+from actor_client.round_trips import RoundTrips
 from actor_client.wire import PROTOCOL_VERSION, WireError, atari_from_proto, decode_actions, encode_steps
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
@@ -43,6 +46,7 @@ class ActorConfig:
     reconnect_max_s: float = 5.0  # longest retry delay
     log_interval_s: float = 30.0  # seconds between progress lines (0: none)
     evaluation: bool = False  # evaluation envs: greedy, never trained on, reported apart
+    round_trips_file: str = ""  # on exit, write inference round-trip times here as JSON (seedfleet bench)
 
 
 class ProtocolError(Exception):
@@ -56,6 +60,7 @@ class Actor:
         self.envs: EnvBatch | None = None
         self._env_key: bytes | None = None
         self.steps = 0
+        self.round_trips = RoundTrips()
 
     @staticmethod
     def _env_key_of(config: pb.EnvConfig) -> bytes:
@@ -100,10 +105,12 @@ class Actor:
         log.info("connected to %s: %s, env ids %d..%d", self.config.learner, config.env_id, env_ids[0], env_ids[-1])
         last_log, last_steps = time.monotonic(), self.steps
         while True:
+            sent = time.perf_counter()
             await call.write(encode_steps(env_ids, batch))
             reply = await call.read()
             if reply is grpc.aio.EOF:
                 raise ConnectionError("the learner ended the stream")
+            self.round_trips.record(time.perf_counter() - sent)
             try:
                 actions = decode_actions(reply, len(env_ids))
             except WireError as e:
@@ -138,6 +145,8 @@ class Actor:
     def close(self) -> None:
         if self.envs is not None:
             self.envs.close()
+        if self.config.round_trips_file:
+            self.round_trips.write(Path(self.config.round_trips_file), self.config.envs)
 
 
 async def _main(config: ActorConfig) -> int:
@@ -160,5 +169,6 @@ async def _main(config: ActorConfig) -> int:
 
 
 def main(config: ActorConfig) -> int:
+    exit_with_parent()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     return asyncio.run(_main(config))

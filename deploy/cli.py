@@ -15,6 +15,7 @@ COMMANDS = {
     "learner": "the learner server: central inference and training",
     "actor": "an environment-only actor process",
     "run": "a learner and N local actor processes on this machine",
+    "bench": "frames/s of the system beside the env, inference and training ceilings",
 }
 
 
@@ -35,6 +36,10 @@ def _classes(command: str, algo: str) -> list:
         return [ActorConfig]
     if command == "learner":
         return _learner_classes(algo)
+    if command == "bench":
+        from bench.run import BenchConfig
+
+        return [BenchConfig]
     from deploy.local import LaunchConfig
 
     return [LaunchConfig, *_learner_classes(algo)]
@@ -55,7 +60,7 @@ def task_defaults(command: str, algo: str, env: str) -> dict:
     one evaluation actor: under Ape-X epsilons (up to 0.4) the training returns say little
     of the policy, so progress and --target-return are read off the evaluation episodes.
     """
-    if command == "actor" or algo != "r2d2":
+    if command in ("actor", "bench") or algo != "r2d2":
         return {}
     from actor_client.envs import atari_settings
     from algorithms.r2d2 import VECTOR_OBSERVATION_DEFAULTS
@@ -95,6 +100,11 @@ def main(argv: list[str] | None = None) -> int:
         from server.learner import main as learner_main
 
         return learner_main(*configs)
+    if command == "bench":
+        from bench.run import run_bench
+
+        defaults = task_defaults("learner", configs[0].algo, configs[0].env)
+        return run_bench(configs[0], defaults, " ".join(["seedfleet", *argv]))
     from deploy.local import run_local
 
     return run_local(*configs)

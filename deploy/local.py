@@ -1,17 +1,27 @@
-"""The one-machine launcher: a learner in this process and N actor processes beside it."""
+"""The one-machine launcher: a learner in this process and N actor processes beside it.
+
+The launcher keeps its fleet up: an actor that exits is started again (up to
+MAX_RESTARTS times each), except one the learner rejected (exit code 2), which ends
+the run, since a new one would be rejected too.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
 
+from actor_client.parent import launched_env
 from algorithms.networks import NetworkConfig
 from server.learner import AlgoConfig, LearnerConfig, exit_code, serve
+from server.metrics import Metrics
+
+log = logging.getLogger("seedfleet.run")
+
+MAX_RESTARTS = 10
+PROTOCOL_ERROR_EXIT = 2  # an actor the learner rejected (actor_client.actor)
 
 
 @dataclass
@@ -26,11 +36,50 @@ def actor_command(address: str, envs: int, evaluation: bool = False) -> list[str
     return command + ["--evaluation"] if evaluation else command
 
 
-def _die_with_parent() -> None:
-    """Linux: the actor gets SIGTERM when the launcher dies, even by SIGKILL."""
-    if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+def start_child(command: list[str], **kwargs) -> subprocess.Popen:
+    """A child process that gets SIGTERM when this one dies (actor_client.parent)."""
+    return subprocess.Popen(command, env=launched_env(), **kwargs)
+
+
+class Fleet:
+    """The local actor processes, restarted when they exit."""
+
+    def __init__(self, launch: LaunchConfig):
+        self.launch = launch
+        self.commands: list[list[str]] = []
+        self.procs: list[subprocess.Popen] = []
+        self.restarts: list[int] = []
+
+    def start(self, address: str) -> None:
+        total = self.launch.actors + self.launch.eval_actors
+        self.commands = [actor_command(address, self.launch.envs_per_actor, evaluation=i >= self.launch.actors)
+                         for i in range(total)]
+        self.procs = [start_child(command) for command in self.commands]
+        self.restarts = [0] * total
+
+    def check(self, _metrics: Metrics) -> str | None:
+        """Restarts actors that exited; returns a stop reason when one cannot be restarted."""
+        for i, proc in enumerate(self.procs):
+            code = proc.poll()
+            if code is None:
+                continue
+            if code == PROTOCOL_ERROR_EXIT or self.restarts[i] >= MAX_RESTARTS:
+                log.error("actor %d exited with code %d; stopping the run", i, code)
+                return "actor_failed"
+            self.restarts[i] += 1
+            log.warning("actor %d exited with code %d; starting it again (%d/%d)", i, code, self.restarts[i],
+                        MAX_RESTARTS)
+            self.procs[i] = start_child(self.commands[i])
+        return None
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: AlgoConfig, network: NetworkConfig) -> int:
@@ -39,21 +88,9 @@ def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: AlgoConfig, ne
         learner.address = "127.0.0.1:0"  # a free port on loopback
     if not learner.exploration_envs:  # the Ape-X epsilons spread over exactly the envs launched
         learner.exploration_envs = launch.actors * launch.envs_per_actor
-    actors: list[subprocess.Popen] = []
-
-    def start_actors(address: str) -> None:
-        for i in range(launch.actors + launch.eval_actors):
-            command = actor_command(address, launch.envs_per_actor, evaluation=i >= launch.actors)
-            actors.append(subprocess.Popen(command, preexec_fn=_die_with_parent))
-
+    fleet = Fleet(launch)
     try:
-        summary = asyncio.run(serve(learner, algo, network, on_ready=start_actors))
+        summary = asyncio.run(serve(learner, algo, network, on_ready=fleet.start, stop_when=fleet.check))
     finally:
-        for proc in actors:
-            proc.terminate()
-        for proc in actors:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        fleet.stop()
     return exit_code(learner, summary)

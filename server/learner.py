@@ -60,6 +60,7 @@ class LearnerConfig:
     queue_unrolls: int = 0  # unrolls buffered for the trainer (0: two training batches)
     progress_interval_s: float = 5.0  # seconds between console progress lines
     exploration_envs: int = 0  # r2d2: N of the Ape-X epsilons over env ids 0..N-1 (0: max_envs)
+    train: bool = True  # off: act and assemble unrolls, then drop them (seedfleet bench's serve mode)
 
 
 def env_config_for(config: LearnerConfig) -> tuple[pb.EnvConfig, int]:
@@ -120,11 +121,12 @@ def make_agent(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkC
 
 
 class Trainer(threading.Thread):
-    """Takes batches of unrolls off the queue and trains on them, until stopped."""
+    """Takes batches of unrolls off the queue and trains on them (or drops them, if not
+    `learn`), until stopped."""
 
-    def __init__(self, agent, queue: UnrollQueue, metrics: Metrics, device: str):
+    def __init__(self, agent, queue: UnrollQueue, metrics: Metrics, device: str, learn: bool = True):
         super().__init__(name="trainer", daemon=True)
-        self.agent, self.queue, self.metrics, self.device = agent, queue, metrics, device
+        self.agent, self.queue, self.metrics, self.device, self.learn = agent, queue, metrics, device, learn
         self.stopping = threading.Event()
         self.error: BaseException | None = None
 
@@ -132,7 +134,7 @@ class Trainer(threading.Thread):
         try:
             while not self.stopping.is_set():
                 batch = self.queue.get_batch(self.agent.batch_size, timeout_s=0.5)
-                if batch is None:
+                if batch is None or not self.learn:
                     continue
                 with tf.device(self.device):
                     out = self.agent.learn(batch)
@@ -146,8 +148,10 @@ async def serve(
     algo_config: AlgoConfig,
     network: NetworkConfig,
     on_ready: Callable[[str], None] | None = None,
+    stop_when: Callable[[Metrics], str | None] | None = None,
 ) -> dict:
-    """Runs the learner until the target, the frame budget or a signal; returns the summary."""
+    """Runs the learner until the target, the frame budget, a signal or a stop reason from
+    `stop_when(metrics)` (asked four times a second); returns the summary."""
     logdir = Path(config.logdir or f"runs/{config.env.replace('/', '_')}-{config.algo}-seed{config.seed}")
     logdir.mkdir(parents=True, exist_ok=True)
     tf.random.set_seed(config.seed)
@@ -178,10 +182,10 @@ async def serve(
     address = config.address if config.address.startswith("unix:") else f"localhost:{port}"
     writer = tf.summary.create_file_writer(str(logdir))
     reporter = Reporter(metrics, logdir, lambda: len(queue), writer)
-    if config.algo == "r2d2":
+    if config.algo == "r2d2" and config.train:
         trainer = ReplayTrainer(agent, queue, metrics, device, algo_config, config.seed)
     else:
-        trainer = Trainer(agent, queue, metrics, device)
+        trainer = Trainer(agent, queue, metrics, device, learn=config.train)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -214,6 +218,9 @@ async def serve(
             if metrics.target_reached(config.target_return):
                 reason = "target_return"
                 break
+            if stop_when is not None and (asked := stop_when(metrics)):
+                reason = asked
+                break
         snapshot = metrics.summary()  # as of the stop, before the teardown's last steps
     finally:
         # The signal handlers stay until the summary is written: a second SIGTERM (timeout(1)
@@ -234,11 +241,12 @@ async def serve(
 
 
 def exit_code(config: LearnerConfig, summary: dict) -> int:
-    """0, unless a target return was set and the frame budget ran out before it."""
+    """0, unless a target return was set and the frame budget ran out before it, or the
+    run was stopped for a failure."""
     missed = not math.isnan(config.target_return) and summary["stop_reason"] == "max_frames"
     if missed:
         log.error("target return %s not reached in %d frames", config.target_return, summary["frames"])
-    return 1 if missed else 0
+    return 1 if missed or summary["stop_reason"].endswith("_failed") else 0
 
 
 def main(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig) -> int:

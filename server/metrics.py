@@ -33,11 +33,13 @@ class Metrics:
         self._losses: dict[str, float] = {}
         self._inference_batches = 0
         self._inference_envs = 0
+        self.inference_calls = 0  # over the whole run
 
     def add_inference(self, num_envs: int, returns: np.ndarray, lengths: np.ndarray, evaluation: np.ndarray) -> None:
         with self._lock:
             self.env_steps += num_envs
             self._inference_batches += 1
+            self.inference_calls += 1
             self._inference_envs += num_envs
             if evaluation.any():
                 self.eval_episodes += int(evaluation.sum())

@@ -10,7 +10,7 @@ from deploy.cli import build_parser, main
 
 
 @pytest.mark.parametrize("command,algo", [("learner", "vtrace"), ("learner", "r2d2"), ("actor", "vtrace"),
-                                         ("run", "vtrace"), ("run", "r2d2")])
+                                         ("run", "vtrace"), ("run", "r2d2"), ("bench", "vtrace")])
 def test_every_flag_is_in_the_readme(command, algo):
     readme = (ROOT / "README.md").read_text()
     section = readme.split(f"### `seedfleet {command}`")[1].split("\n## ")[0]

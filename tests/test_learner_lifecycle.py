@@ -1,6 +1,7 @@
 """Stopping the learner: signals, summary.json, exit codes."""
 
 import json
+import os
 import signal
 import time
 
@@ -39,3 +40,47 @@ def test_compute_dtype_auto_picks_bfloat16_only_on_amx_cpus():
     assert resolve_compute_dtype("auto", "/GPU:0") == "float32"
     amx = "amx_bf16" in Path("/proc/cpuinfo").read_text()
     assert resolve_compute_dtype("auto", "/CPU:0") == ("bfloat16" if amx else "float32")
+
+
+def _children(pid: int) -> list[int]:
+    from pathlib import Path
+
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    from pathlib import Path
+
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_run_restarts_an_actor_that_dies_and_its_actors_die_with_it(procs, tmp_path):
+    run = Proc(seedfleet("run", "--actors", "2", "--envs-per-actor", "4", "--eval-actors", "1",
+                         "--progress-interval-s", "1", "--logdir", str(tmp_path)))
+    procs.append(run)
+    for _ in range(60):
+        if sum("learner actor connected" in ln for ln in run.lines) == 3:
+            break
+        time.sleep(0.5)
+    actors = _children(run.popen.pid)
+    assert len(actors) == 3, run.output()[-3000:]
+    os.kill(actors[0], signal.SIGKILL)
+    run.wait_for(r"actor 0 exited with code -9; starting it again \(1/10\)")
+    for _ in range(60):
+        if sum("learner actor connected" in ln for ln in run.lines) == 4:
+            break
+        time.sleep(0.5)
+    assert sum("learner actor connected" in ln for ln in run.lines) == 4, run.output()[-3000:]
+    actors = _children(run.popen.pid)
+    run.popen.kill()  # no teardown: the actors must notice on their own
+    run.popen.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while any(_alive(pid) for pid in actors) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in actors)

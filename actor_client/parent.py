@@ -1,0 +1,30 @@
+"""Child processes of a launcher (`seedfleet run`, `seedfleet bench`) die with it."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+PARENT_PID_ENV = "SEEDFLEET_PARENT_PID"
+
+
+def launched_env() -> dict[str, str]:
+    """The environment for a child that should end when this process ends."""
+    return {**os.environ, PARENT_PID_ENV: str(os.getpid())}
+
+
+def exit_with_parent() -> None:
+    """Linux: asks for SIGTERM when the launcher dies, even by SIGKILL.
+
+    The child sets this itself at start-up, not in a `preexec_fn`: running Python between
+    fork and exec in a launcher with gRPC threads can hang or kill the child.
+    """
+    parent = os.environ.get(PARENT_PID_ENV)
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(parent):  # the launcher died before the request took
+        os.kill(os.getpid(), signal.SIGTERM)

@@ -1,0 +1,1 @@
+"""seedfleet bench: frames/s measured beside the env, inference and training ceilings."""

@@ -1,0 +1,244 @@
+"""The benchmark's phases, each measured after its own warm-up, one after the other.
+
+- env: the actor processes step their envs with random actions, no learner (the env ceiling);
+- model: the agent's `act` alone, in this process, at the batch size serve reached;
+- serve: learner and actors, acting only (unrolls are assembled, then dropped);
+- train: the whole system, training;
+- train_only: the agent's `learn` alone on one real-layout batch, in this process.
+
+Every phase returns a dict with `env_steps_per_s` and `frames_per_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from actor_client.envs import StepBatch
+from algorithms.networks import NetworkConfig
+from deploy.local import actor_command, start_child
+from server.env_slots import EnvSlots
+from server.inference import InferenceEngine, StepRequest
+from server.learner import AlgoConfig, LearnerConfig, compute_device, env_config_for, make_agent, serve
+from server.metrics import Metrics
+from server.unroll_queue import UnrollQueue
+
+
+@dataclasses.dataclass
+class Setup:
+    """What every phase runs: the learner's configs and the actor fleet's shape."""
+
+    learner: LearnerConfig
+    algo: AlgoConfig
+    network: NetworkConfig
+    actors: int
+    envs_per_actor: int
+    seconds: float
+    warmup_s: float
+
+
+def _rates(env_steps: float, seconds: float, frame_skip: int) -> dict:
+    per_s = env_steps / seconds
+    return {"env_steps_per_s": round(per_s, 1), "frames_per_s": round(per_s * frame_skip, 1)}
+
+
+def env_phase(setup: Setup) -> dict:
+    """The environment ceiling: the same number of actor processes, random actions."""
+    command = [sys.executable, "-m", "actor_client.ceiling", "--env", setup.learner.env,
+               "--envs", str(setup.envs_per_actor), "--seconds", str(setup.seconds),
+               "--warmup-s", str(setup.warmup_s)]
+    procs = [start_child([*command, "--seed", str(i)], stdout=subprocess.PIPE, text=True)
+             for i in range(setup.actors)]
+    results = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=setup.warmup_s + setup.seconds + 120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"env ceiling process failed with exit code {proc.returncode}")
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    per_s = sum(r["env_steps"] / r["seconds"] for r in results)
+    return {**_rates(per_s, 1.0, results[0]["frame_skip"]), "actors": setup.actors}
+
+
+def _make_agent(setup: Setup):
+    env_config, frame_skip = env_config_for(setup.learner)
+    device = compute_device()
+    with tf.device(device):
+        agent = make_agent(setup.learner, setup.algo, setup.network, env_config, device)
+    return agent, env_config, frame_skip, device
+
+
+def _random_observations(rng: np.random.Generator, batch: int, env_config) -> np.ndarray:
+    shape, dtype = (batch, *env_config.observation.shape), np.dtype(env_config.observation.dtype)
+    if dtype == np.uint8:
+        return rng.integers(0, 256, size=shape, dtype=np.uint8)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _time_calls(call: Callable[[], object], warmup_s: float, seconds: float) -> tuple[int, float]:
+    """Calls `call` through a warm-up, then counts calls over `seconds`: (calls, elapsed)."""
+    until = time.monotonic() + warmup_s
+    while time.monotonic() < until:
+        call()
+    start = now = time.monotonic()
+    calls = 0
+    while now - start < seconds:
+        call()
+        calls += 1
+        now = time.monotonic()
+    return calls, now - start
+
+
+def model_phase(setup: Setup, batch_size: int) -> dict:
+    """The inference ceiling: `act` on random observations at `batch_size`, nothing else."""
+    agent, env_config, frame_skip, device = _make_agent(setup)
+    rng = np.random.default_rng(0)
+    obs = _random_observations(rng, batch_size, env_config)
+    reward = np.zeros(batch_size, np.float32)
+    first = np.zeros(batch_size, bool)
+    env_ids = np.arange(batch_size, dtype=np.int32)
+    state = agent.initial_state(batch_size)
+
+    def act() -> None:
+        with tf.device(device):
+            actions, _, _ = agent.act(obs, reward, first, env_ids, state)
+        actions.numpy()
+
+    calls, elapsed = _time_calls(act, min(setup.warmup_s, 3.0), setup.seconds)
+    return {**_rates(calls * batch_size, elapsed, frame_skip), "batch_size": batch_size}
+
+
+def _real_layout_batch(agent, env_config, device: str) -> dict:
+    """One training batch exactly as the learner assembles it, from random steps."""
+    rows = agent.batch_size
+    slots = EnvSlots(rows, agent.unroll_length, tuple(env_config.observation.shape),
+                     np.dtype(env_config.observation.dtype), agent.extras_spec, agent.initial_state,
+                     overlap=agent.overlap)
+    queue = UnrollQueue(2 * rows)
+    engine = InferenceEngine(agent, slots, queue, Metrics(1), device)
+    engine.reset(0, rows)
+    rng = np.random.default_rng(0)
+    env_ids = np.arange(rows, dtype=np.int32)
+    for t in range(agent.unroll_length + 1):
+        step = StepBatch(_random_observations(rng, rows, env_config), rng.standard_normal(rows).astype(np.float32),
+                         np.zeros(rows, bool), np.zeros(rows, bool), np.full(rows, t == 0))
+        engine.process([StepRequest(env_ids, step)])
+    return queue.get_batch(rows, timeout_s=0.0)
+
+
+def env_steps_per_learner_step(setup: Setup) -> float:
+    """Env steps whose data one learner step consumes: B * T, over the replay ratio for R2D2."""
+    transitions = setup.algo.batch_size * setup.algo.unroll_length
+    return transitions / getattr(setup.algo, "replay_ratio", 1.0)
+
+
+def train_only_phase(setup: Setup) -> dict:
+    """The train-step cost: `learn` on one real-layout batch, again and again."""
+    agent, env_config, frame_skip, device = _make_agent(setup)
+    batch = _real_layout_batch(agent, env_config, device)
+    args = (batch,) if setup.learner.algo == "vtrace" else (batch, np.ones(agent.batch_size, np.float32))
+
+    def learn() -> None:
+        with tf.device(device):
+            out = agent.learn(*args)
+        float(out["loss"] if "loss" in out else next(iter(out.values())))
+
+    calls, elapsed = _time_calls(learn, min(setup.warmup_s, 3.0), setup.seconds)
+    steps = calls * env_steps_per_learner_step(setup)
+    return {**_rates(steps, elapsed, frame_skip), "learner_steps_per_s": round(calls / elapsed, 2)}
+
+
+@dataclasses.dataclass
+class _Mark:
+    monotonic: float
+    wall: float
+    env_steps: int
+    inference_calls: int
+    learner_steps: int
+    cpu_s: float
+
+
+def _mark(metrics: Metrics) -> _Mark:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return _Mark(time.monotonic(), time.time(), metrics.env_steps, metrics.inference_calls, metrics.learner_steps,
+                 usage.ru_utime + usage.ru_stime)
+
+
+def _latencies_ms(files: list[Path], start_wall: float, end_wall: float) -> np.ndarray:
+    kept = []
+    for path in files:
+        body = json.loads(path.read_text())
+        ended_at, seconds = np.asarray(body["ended_at"]), np.asarray(body["seconds"])
+        kept.append(seconds[(ended_at >= start_wall) & (ended_at <= end_wall)])
+    return np.concatenate(kept) * 1e3 if kept else np.zeros(0)
+
+
+def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
+    """Learner (in this process) and actor processes, measured after the warm-up; `train`
+    off is serve mode."""
+    learner = dataclasses.replace(setup.learner, train=train, logdir=str(workdir / ("train" if train else "serve")))
+    files = [workdir / f"round-trips-{'train' if train else 'serve'}-{i}.json" for i in range(setup.actors)]
+    actors: list[subprocess.Popen] = []
+
+    def start_actors(address: str) -> None:
+        for path in files:
+            command = [*actor_command(address, setup.envs_per_actor), "--round-trips-file", str(path),
+                       "--log-interval-s", "0"]
+            actors.append(start_child(command))
+
+    started = time.monotonic()
+    marks: dict[str, _Mark | float] = {}
+
+    def stop_when(metrics: Metrics) -> str | None:
+        now = time.monotonic()
+        if any(proc.poll() is not None for proc in actors):
+            return "actor_failed"
+        if "flowing" not in marks:
+            if metrics.env_steps == 0:
+                return "no_steps_failed" if now - started > 180 else None
+            marks["flowing"] = now
+        if "start" not in marks:
+            if now - marks["flowing"] >= setup.warmup_s:
+                marks["start"] = _mark(metrics)
+        elif now - marks["start"].monotonic >= setup.seconds:
+            marks["end"] = _mark(metrics)
+            return "measured"
+        return None
+
+    try:
+        summary = asyncio.run(serve(learner, setup.algo, setup.network, on_ready=start_actors, stop_when=stop_when))
+    finally:
+        for proc in actors:
+            proc.terminate()
+        for proc in actors:
+            proc.wait(timeout=30)
+    if summary["stop_reason"] != "measured":
+        raise RuntimeError(f"the {'train' if train else 'serve'} phase stopped early: {summary['stop_reason']}")
+    start, end = marks["start"], marks["end"]
+    elapsed = end.monotonic - start.monotonic
+    env_steps = end.env_steps - start.env_steps
+    latencies = _latencies_ms(files, start.wall, end.wall)
+    frame_skip = summary["frames"] // max(summary["env_steps"], 1)
+    learner_steps_per_s = (end.learner_steps - start.learner_steps) / elapsed
+    result = {
+        **_rates(env_steps, elapsed, frame_skip),
+        "actors": setup.actors,
+        "mean_inference_batch": round(env_steps / max(end.inference_calls - start.inference_calls, 1), 1),
+        "latency_p50_ms": round(float(np.percentile(latencies, 50)), 2) if len(latencies) else None,
+        "latency_p99_ms": round(float(np.percentile(latencies, 99)), 2) if len(latencies) else None,
+        "server_cpu_cores": round((end.cpu_s - start.cpu_s) / elapsed, 2),
+        "learner_steps_per_s": round(learner_steps_per_s, 2),
+    }
+    if train:
+        result["samples_trained_per_s"] = round(learner_steps_per_s * setup.algo.batch_size
+                                                * setup.algo.unroll_length, 1)
+    return result

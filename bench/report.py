@@ -1,0 +1,137 @@
+"""The bench's output: a console table, the sweep plot, and the table in BENCHMARKS.md.
+
+    python -m bench.report BENCHMARKS.md run1.json run2.json run3.json
+
+writes the median of the runs (per figure) between the bench markers of BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+PHASES = ("env", "model", "serve", "train_only", "train")
+COLUMNS = (
+    ("env_steps_per_s", "env steps/s"),
+    ("frames_per_s", "frames/s"),
+    ("mean_inference_batch", "mean batch"),
+    ("latency_p50_ms", "latency p50 ms"),
+    ("latency_p99_ms", "latency p99 ms"),
+    ("server_cpu_cores", "server cores"),
+    ("learner_steps_per_s", "learner steps/s"),
+    ("samples_trained_per_s", "samples trained/s"),
+)
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def machine() -> dict:
+    cpu = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
+                if line.startswith("model name")), platform.processor())
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parent).stdout.strip()
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "commit": commit,
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
+
+
+def table_rows(results: dict) -> list[str]:
+    """Markdown table: one row per phase present, one column per figure."""
+    lines = ["| phase | " + " | ".join(title for _, title in COLUMNS) + " |",
+             "| --- |" + " --- |" * len(COLUMNS)]
+    for phase in PHASES:
+        if phase in results:
+            cells = [_cell(results[phase].get(key)) for key, _ in COLUMNS]
+            lines.append(f"| {phase} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def print_table(results: dict) -> None:
+    print("\n".join(table_rows(results)))
+    if "bounds" in results:
+        b, r = results["bounds"], results["ratios"]
+        print(f"serve bound {b['serve_env_steps_per_s']:,.0f} env steps/s, serve/bound {r['serve_vs_bound']:.3f}")
+        print(f"train bound {b['train_env_steps_per_s']:,.0f} env steps/s, train/bound {r['train_vs_bound']:.3f}")
+    for row in results.get("sweep", []):
+        print(f"sweep: {row['actors']} actors: env {row['env']['frames_per_s']:,.0f} frames/s, "
+              f"serve {row['serve']['frames_per_s']:,.0f} frames/s")
+
+
+def plot_sweep(results: dict, png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = results["sweep"]
+    actors = [row["actors"] for row in rows]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.plot(actors, [row["env"]["frames_per_s"] for row in rows], "--", color="grey", label="env ceiling")
+    ax.plot(actors, [row["serve"]["frames_per_s"] for row in rows], "o-", label="serve")
+    ax.set_xlabel("actor processes")
+    ax.set_ylabel("frames/s")
+    ax.set_xticks(actors)
+    ax.set_title(f"{results['config']['env']}, {results['config']['envs_per_actor']} envs per actor")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+
+
+def median_of(runs: list[dict]) -> dict:
+    """Per phase and figure, the median over runs (ratios too); the rest from the first run."""
+    out = dict(runs[0])
+    for phase in (*PHASES, "bounds", "ratios"):
+        if phase in out:
+            out[phase] = {k: (float(np.median([r[phase][k] for r in runs])) if isinstance(v, int | float) else v)
+                          for k, v in out[phase].items() if all(r[phase].get(k) is not None for r in runs)}
+    return out
+
+
+def markdown(runs: list[dict]) -> str:
+    result = median_of(runs)
+    m, r, b = result["machine"], result["ratios"], result["bounds"]
+    per_run = ", ".join(f"{x['ratios']['serve_vs_bound']:.3f}/{x['ratios']['train_vs_bound']:.3f}" for x in runs)
+    lines = [
+        f"Median of {len(runs)} run(s) of `{result['command']}`, commit {m['commit']}, {m['date']}, "
+        f"on {m['cores']} cores of {m['cpu']} (Python {m['python']}).",
+        "",
+        *table_rows(result),
+        "",
+        f"Bounds (shared cores): serve {b['serve_env_steps_per_s']:,.0f} env steps/s, "
+        f"train {b['train_env_steps_per_s']:,.0f} env steps/s. "
+        f"**serve_vs_bound {r['serve_vs_bound']:.3f}, train_vs_bound {r['train_vs_bound']:.3f}** "
+        f"(serve/train per run: {per_run}).",
+    ]
+    return "\n".join(lines)
+
+
+def update_benchmarks(md_path: Path, runs: list[dict]) -> None:
+    text = md_path.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{md_path} has no {BEGIN} ... {END} section")
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    md_path.write_text(f"{head}{BEGIN}\n{markdown(runs)}\n{END}{tail}")
+
+
+if __name__ == "__main__":
+    update_benchmarks(Path(sys.argv[1]), [json.loads(Path(p).read_text()) for p in sys.argv[2:]])
