@@ -9,7 +9,12 @@ SEED ?= 0
 RUN_DEFAULT := --env CartPole-v1 --algo vtrace --target-return 475 --max-frames 20000000 \
 	--seed $(SEED) --logdir runs/cartpole-seed$(SEED)
 
-.PHONY: install proto test run learner actor lint clean
+# `make bench`: the Pong default three times, a sweep over actor counts, then BENCHMARKS.md.
+BENCH_ARGS ?= --env ALE/Pong-v5 --actors 2 --envs-per-actor 32 --seconds 30
+BENCH_SWEEP ?= 1,2,4,8
+BENCH_DIR := runs/bench
+
+.PHONY: install proto test run learner actor lint clean bench
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +39,14 @@ learner: $(STAMP)
 
 actor: $(STAMP)
 	$(VENV)/bin/seedfleet actor $(ARGS)
+
+bench: $(STAMP)
+	mkdir -p $(BENCH_DIR)
+	for i in 1 2 3; do $(VENV)/bin/seedfleet bench $(BENCH_ARGS) --json $(BENCH_DIR)/run$$i.json || exit 1; done
+	$(VENV)/bin/seedfleet bench $(BENCH_ARGS) --mode env --sweep-actors $(BENCH_SWEEP) \
+		--json $(BENCH_DIR)/sweep.json --plot BENCHMARKS-sweep.png
+	$(PY) -m bench.report BENCHMARKS.md --runs $(BENCH_DIR)/run1.json $(BENCH_DIR)/run2.json \
+		$(BENCH_DIR)/run3.json --sweep $(BENCH_DIR)/sweep.json --plot BENCHMARKS-sweep.png
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -37,7 +37,7 @@ class R2D2Config:
     priority_exponent: float = 0.9  # alpha of prioritized replay
     importance_sampling_exponent: float = 0.6  # beta of prioritized replay
     value_rescale_eps: float = 1e-3  # epsilon of h(x)
-    replay_capacity: int = 20_000  # sequences kept in replay
+    replay_capacity: int = 10_000  # sequences kept in replay (Atari: about 8.6 GB once full)
     min_replay_size: int = 100  # sequences in replay before training starts
     replay_ratio: float = 2.0  # sequences trained on per sequence inserted, held by the learner
 
@@ -45,7 +45,8 @@ class R2D2Config:
 # The defaults above are the paper's, for Atari. Envs with vector observations (CartPole
 # and friends) have short episodes and small networks; there shorter sequences, a 3-step
 # target, a target net copied 25x as often and 4x the replay per inserted sequence learn
-# in minutes, where the Atari values barely move within an hour (BENCHMARKS.md).
+# in minutes, where the Atari values barely move within an hour (BENCHMARKS.md). Their
+# sequences are small, so the replay holds twice as many.
 VECTOR_OBSERVATION_DEFAULTS: dict[str, float | int] = {
     "discount": 0.99,
     "burn_in": 10,
@@ -55,6 +56,7 @@ VECTOR_OBSERVATION_DEFAULTS: dict[str, float | int] = {
     "target_update_period": 100,
     "min_replay_size": 64,
     "replay_ratio": 8.0,
+    "replay_capacity": 20_000,
 }
 
 def ape_x_epsilons(num_envs: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:

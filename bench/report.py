@@ -1,18 +1,20 @@
 """The bench's output: a console table, the sweep plot, and the table in BENCHMARKS.md.
 
-    python -m bench.report BENCHMARKS.md run1.json run2.json run3.json
+    python -m bench.report BENCHMARKS.md --runs run1.json run2.json run3.json \
+        [--sweep sweep.json --plot sweep.png]
 
-writes the median of the runs (per figure) between the bench markers of BENCHMARKS.md.
+writes the median of the runs (per figure), and the sweep, between the bench markers
+of BENCHMARKS.md (`make bench` does all of it).
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
 import platform
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -106,7 +108,16 @@ def median_of(runs: list[dict]) -> dict:
     return out
 
 
-def markdown(runs: list[dict]) -> str:
+def sweep_markdown(sweep: dict, plot: str) -> list[str]:
+    lines = ["", f"Sweep: `{sweep['command']}`", "", "| actors | env ceiling frames/s | serve frames/s | ratio |",
+             "| --- | --- | --- | --- |"]
+    for row in sweep["sweep"]:
+        env, served = row["env"]["frames_per_s"], row["serve"]["frames_per_s"]
+        lines.append(f"| {row['actors']} | {env:,.0f} | {served:,.0f} | {served / env:.2f} |")
+    return [*lines, "", f"![frames/s against actors]({plot})"] if plot else lines
+
+
+def markdown(runs: list[dict], sweep: dict | None = None, plot: str = "") -> str:
     result = median_of(runs)
     m, r, b = result["machine"], result["ratios"], result["bounds"]
     per_run = ", ".join(f"{x['ratios']['serve_vs_bound']:.3f}/{x['ratios']['train_vs_bound']:.3f}" for x in runs)
@@ -121,17 +132,30 @@ def markdown(runs: list[dict]) -> str:
         f"**serve_vs_bound {r['serve_vs_bound']:.3f}, train_vs_bound {r['train_vs_bound']:.3f}** "
         f"(serve/train per run: {per_run}).",
     ]
+    if sweep is not None:
+        lines += sweep_markdown(sweep, plot)
     return "\n".join(lines)
 
 
-def update_benchmarks(md_path: Path, runs: list[dict]) -> None:
+def update_benchmarks(md_path: Path, runs: list[dict], sweep: dict | None = None, plot: str = "") -> None:
     text = md_path.read_text()
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{md_path} has no {BEGIN} ... {END} section")
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
-    md_path.write_text(f"{head}{BEGIN}\n{markdown(runs)}\n{END}{tail}")
+    md_path.write_text(f"{head}{BEGIN}\n{markdown(runs, sweep, plot)}\n{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Writes bench results into BENCHMARKS.md.")
+    parser.add_argument("markdown", type=Path)
+    parser.add_argument("--runs", type=Path, nargs="+", required=True)
+    parser.add_argument("--sweep", type=Path)
+    parser.add_argument("--plot", default="")
+    args = parser.parse_args(argv)
+    sweep = json.loads(args.sweep.read_text()) if args.sweep else None
+    update_benchmarks(args.markdown, [json.loads(p.read_text()) for p in args.runs], sweep, args.plot)
 
 
 if __name__ == "__main__":
-    update_benchmarks(Path(sys.argv[1]), [json.loads(Path(p).read_text()) for p in sys.argv[2:]])
+    main()

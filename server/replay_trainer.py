@@ -12,6 +12,7 @@ env steps: bytes per stored step are counted over those.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import tensorflow as tf
 
@@ -19,6 +20,36 @@ from algorithms.r2d2 import R2D2Config
 from algorithms.replay import PrioritizedReplay
 from server.metrics import Metrics
 from server.unroll_queue import UnrollQueue
+
+
+def available_memory_bytes() -> float:
+    """MemAvailable from /proc/meminfo (Linux), or infinity where it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return float("inf")
+
+
+def replay_bytes(chunk: dict, capacity: int) -> int:
+    """What a replay of `capacity` sequences shaped like `chunk`'s takes once full."""
+    def per_item(nest) -> int:
+        if isinstance(nest, dict):
+            return sum(per_item(v) for v in nest.values())
+        return nest[0].nbytes
+    return per_item(chunk) * capacity
+
+
+def check_replay_fits(chunk: dict, capacity: int) -> None:
+    """Fails at the first insert, not hours later, if the full replay cannot fit in memory."""
+    needed, available = replay_bytes(chunk, capacity), available_memory_bytes()
+    if needed > 0.9 * available:
+        raise MemoryError(
+            f"a replay of {capacity:,} sequences needs {needed / 2**30:.1f} GiB once full, "
+            f"and {available / 2**30:.1f} GiB are available: lower --replay-capacity"
+        )
 
 
 class ReplayTrainer(threading.Thread):
@@ -42,6 +73,8 @@ class ReplayTrainer(threading.Thread):
     def _insert(self, timeout_s: float) -> None:
         chunk = self.queue.get_chunk(timeout_s)
         while chunk is not None:
+            if not len(self.replay):
+                check_replay_fits(chunk, self.config.replay_capacity)
             with tf.device(self.device):
                 priorities = self.agent.initial_priorities({k: v for k, v in chunk.items() if k != "state"})
             self.replay.add(chunk, priorities.numpy())

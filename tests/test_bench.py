@@ -6,7 +6,8 @@ import math
 import pytest
 from conftest import Proc, seedfleet
 
-from bench.report import markdown, median_of
+from bench.report import main as report_main
+from bench.report import median_of, plot_sweep
 from bench.run import bound
 
 
@@ -38,7 +39,21 @@ def test_bench_all_modes_on_cartpole_writes_every_key(tmp_path):
         results["serve"]["env_steps_per_s"] / results["bounds"]["serve_env_steps_per_s"], rel=1e-2)
     assert set(results["ratios"]) == {"serve_vs_bound", "train_vs_bound"}
     assert "serve/bound" in bench.output() and "| train |" in bench.output()
-    text = markdown([results, results, results])
-    assert "serve_vs_bound" in text and "| train_only |" in text
     assert median_of([results] * 3)["ratios"] == results["ratios"]
     assert not math.isnan(results["ratios"]["train_vs_bound"])
+
+    sweep = {"command": "seedfleet bench --sweep-actors 1,2", "config": results["config"],
+             "sweep": [{"actors": n, "env": results["env"], "serve": results["serve"]} for n in (1, 2)]}
+    plot_sweep(sweep, tmp_path / "sweep.png")
+    assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    md = tmp_path / "BENCHMARKS.md"
+    md.write_text("# Benchmarks\n\nbefore\n<!-- bench:begin -->\nold\n<!-- bench:end -->\nafter\n")
+    report_main([str(md), "--runs", str(out), str(out), str(out), "--plot", "sweep.png"])
+    text = md.read_text()
+    assert "old" not in text and text.startswith("# Benchmarks\n\nbefore\n") and text.endswith("after\n")
+    assert "Median of 3 run(s)" in text and "| train_only |" in text and "serve_vs_bound" in text
+    assert "![frames/s against actors]" not in text  # no sweep given
+    sweep_json = tmp_path / "sweep.json"
+    sweep_json.write_text(json.dumps(sweep))
+    report_main([str(md), "--runs", str(out), "--sweep", str(sweep_json), "--plot", "sweep.png"])
+    assert "| 2 |" in md.read_text() and "![frames/s against actors](sweep.png)" in md.read_text()

@@ -86,3 +86,13 @@ def test_bad_input_is_refused():
         replay.add(items([1]), np.array([-1.0]))
     with pytest.raises(ValueError, match="empty"):
         replay.sample(4)
+
+
+def test_the_learner_refuses_a_replay_that_cannot_fit_in_memory():
+    from server.replay_trainer import available_memory_bytes, check_replay_fits, replay_bytes
+
+    chunk = {"observation": np.zeros((2, 121, 84, 84), np.uint8), "state": {"h": np.zeros((2, 512), np.float32)}}
+    assert replay_bytes(chunk, 10) == 10 * (121 * 84 * 84 + 512 * 4)
+    with pytest.raises(MemoryError, match="lower --replay-capacity"):
+        check_replay_fits(chunk, int(available_memory_bytes() / (121 * 84 * 84)) + 1)
+    check_replay_fits(chunk, 10)
