@@ -42,6 +42,7 @@ class ActorConfig:
     learner: str = "localhost:8470"  # the learner's address: host:port or unix:PATH
     envs: int = 32  # envs hosted by this process
     env_threads: int = 0  # C++ threads of the Atari vector env (0: one per core)
+    env_groups: int = 1  # Atari: envs step in this many groups, one while another's actions are computed
     reconnect_min_s: float = 0.1  # first retry delay; doubles up to reconnect_max_s
     reconnect_max_s: float = 5.0  # longest retry delay
     log_interval_s: float = 30.0  # seconds between progress lines (0: none)
@@ -77,7 +78,9 @@ class Actor:
             return self.envs
         if self.envs is not None:
             self.envs.close()
-        envs = EnvBatch(config.env_id, self.config.envs, atari_from_proto(config), self.config.env_threads)
+        atari = atari_from_proto(config)
+        groups = self.config.env_groups if atari is not None else 1  # other envs step in lockstep
+        envs = EnvBatch(config.env_id, self.config.envs, atari, self.config.env_threads, groups)
         want = (tuple(config.observation.shape), np.dtype(config.observation.dtype))
         have = (envs.observation_shape, envs.observation_dtype)
         if want != have or envs.num_actions != config.num_actions:
@@ -106,17 +109,18 @@ class Actor:
         last_log, last_steps = time.monotonic(), self.steps
         while True:
             sent = time.perf_counter()
-            await call.write(encode_steps(env_ids, batch))
+            ready = env_ids[envs.ready]
+            await call.write(encode_steps(ready, batch))
             reply = await call.read()
             if reply is grpc.aio.EOF:
                 raise ConnectionError("the learner ended the stream")
             self.round_trips.record(time.perf_counter() - sent)
             try:
-                actions = decode_actions(reply, len(env_ids))
+                actions = decode_actions(reply, len(ready))
             except WireError as e:
                 raise ProtocolError(str(e)) from e
             batch = envs.step(actions)
-            self.steps += len(env_ids)
+            self.steps += len(ready)
             now = time.monotonic()
             if self.config.log_interval_s and now - last_log >= self.config.log_interval_s:
                 rate = (self.steps - last_steps) / (now - last_log)

@@ -20,17 +20,15 @@ from actor_client.parent import exit_with_parent
 
 
 def step_randomly(env_id: str, num_envs: int, seconds: float, warmup_s: float = 2.0, env_threads: int = 0,
-                  seed: int = 0) -> dict:
+                  seed: int = 0, env_groups: int = 1) -> dict:
     """Steps `num_envs` envs with uniform random actions; counts steps after `warmup_s`."""
-    envs = EnvBatch(env_id, num_envs, atari_settings(env_id), env_threads)
+    atari = atari_settings(env_id)
+    envs = EnvBatch(env_id, num_envs, atari, env_threads, env_groups if atari is not None else 1)
     rng = np.random.default_rng(seed)
     try:
         envs.reset([seed * 1_000_003 + i for i in range(num_envs)])
-        actions = np.empty(num_envs, np.int64)
-
         def step() -> float:
-            actions[:] = rng.integers(envs.num_actions, size=num_envs)
-            envs.step(actions)
+            envs.step(rng.integers(envs.num_actions, size=envs.group_size))
             return time.monotonic()
 
         warm_until = time.monotonic() + warmup_s
@@ -40,7 +38,7 @@ def step_randomly(env_id: str, num_envs: int, seconds: float, warmup_s: float = 
         steps = 0
         while now - window_start < seconds:
             now = step()
-            steps += num_envs
+            steps += envs.group_size
         return {"env_steps": steps, "seconds": now - window_start, "frame_skip": envs.frame_skip}
     finally:
         envs.close()
@@ -55,8 +53,10 @@ def main() -> None:
     parser.add_argument("--warmup-s", type=float, default=2.0)
     parser.add_argument("--env-threads", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--env-groups", type=int, default=1)
     args = parser.parse_args()
-    result = step_randomly(args.env, args.envs, args.seconds, args.warmup_s, args.env_threads, args.seed)
+    result = step_randomly(args.env, args.envs, args.seconds, args.warmup_s, args.env_threads, args.seed,
+                           args.env_groups)
     print(json.dumps(result), flush=True)
 
 

@@ -62,16 +62,31 @@ class StepBatch:
 
 
 class EnvBatch:
-    """K envs stepped together, with explicit episode starts."""
+    """K envs with explicit episode starts, stepped together or in groups.
 
-    def __init__(self, env_id: str, num_envs: int, atari: AtariSettings | None, num_threads: int = 0):
+    With `groups` > 1 (Atari only) the C++ pool steps groups of K / groups envs
+    asynchronously: `step(actions)` hands the last returned group its actions and
+    returns the next group that is ready, which lets a group step while another
+    group's actions are computed. `ready` holds the indices (0..K-1) of the envs
+    the last `reset` or `step` returned.
+    """
+
+    def __init__(self, env_id: str, num_envs: int, atari: AtariSettings | None, num_threads: int = 0,
+                 groups: int = 1):
+        if groups < 1 or num_envs % groups:
+            raise ValueError(f"{num_envs} envs do not split into {groups} equal groups")
+        if groups > 1 and atari is None:
+            raise ValueError("env groups need the Atari vector env; other envs step in lockstep")
         self.num_envs = num_envs
+        self.group_size = num_envs // groups
+        self.ready = np.arange(self.group_size)
         self.is_atari = atari is not None
         self.frame_skip = atari.frame_skip if atari else 1
         if atari is not None:
             self.env = ale_py.AtariVectorEnv(
                 atari.game,
                 num_envs,
+                batch_size=self.group_size,
                 num_threads=num_threads,
                 stack_num=1,
                 img_height=atari.image_size,
@@ -95,22 +110,34 @@ class EnvBatch:
         self._done = np.zeros(num_envs, bool)
 
     def _obs(self, obs: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(obs.reshape(self.num_envs, *self.observation_shape))
+        return np.ascontiguousarray(obs.reshape(len(obs), *self.observation_shape))
+
+    def _ready_from(self, info: dict) -> np.ndarray:
+        return np.asarray(info["env_id"], np.int64) if self.is_atari else np.arange(self.num_envs)
 
     def reset(self, seeds: list[int] | None = None) -> StepBatch:
-        """Resets every env; all observations come back marked `first`."""
+        """Resets every env; the first ready group comes back, marked `first`."""
         if seeds is not None:  # ALE takes an array of seeds, gymnasium's vector envs a list
             seeds = np.asarray(seeds, np.int64) if self.is_atari else [int(s) for s in seeds]
-        obs, _ = self.env.reset(seed=seeds)
-        self._done[:] = False
-        zeros = np.zeros(self.num_envs, bool)
-        return StepBatch(self._obs(obs), np.zeros(self.num_envs, np.float32), zeros, zeros, ~zeros)
+        obs, info = self.env.reset(seed=seeds)
+        self.ready = self._ready_from(info)
+        self._done[:] = True  # the other groups' reset observations arrive with their next step
+        self._done[self.ready] = False
+        n = len(self.ready)
+        zeros = np.zeros(n, bool)
+        return StepBatch(self._obs(obs), np.zeros(n, np.float32), zeros, zeros, ~zeros)
 
     def step(self, actions: np.ndarray) -> StepBatch:
-        obs, rewards, terminated, truncated, _ = self.env.step(actions)
-        first = self._done.copy()  # these envs were autoreset by this step
+        """Acts in the envs of `ready`; returns the next ready group (`ready` moves on)."""
+        if self.group_size < self.num_envs:
+            self.env.send(actions)
+            obs, rewards, terminated, truncated, info = self.env.recv()
+        else:
+            obs, rewards, terminated, truncated, info = self.env.step(actions)
+        self.ready = self._ready_from(info)
+        first = self._done[self.ready]  # these envs were autoreset by this step
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
-        self._done = terminated | truncated
+        self._done[self.ready] = terminated | truncated
         return StepBatch(self._obs(obs), np.asarray(rewards, np.float32), terminated, truncated, first)
 
     def close(self) -> None:

@@ -43,6 +43,7 @@ class Setup:
     network: NetworkConfig
     actors: int
     envs_per_actor: int
+    env_groups: int
     seconds: float
     warmup_s: float
 
@@ -56,7 +57,7 @@ def env_phase(setup: Setup) -> dict:
     """The environment ceiling: the same number of actor processes, random actions."""
     command = [sys.executable, "-m", "actor_client.ceiling", "--env", setup.learner.env,
                "--envs", str(setup.envs_per_actor), "--seconds", str(setup.seconds),
-               "--warmup-s", str(setup.warmup_s)]
+               "--warmup-s", str(setup.warmup_s), "--env-groups", str(setup.env_groups)]
     procs = [start_child([*command, "--seed", str(i)], stdout=subprocess.PIPE, text=True)
              for i in range(setup.actors)]
     results = []
@@ -191,7 +192,8 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
 
     def start_actors(address: str) -> None:
         for path in files:
-            command = [*actor_command(address, setup.envs_per_actor), "--round-trips-file", str(path),
+            command = [*actor_command(address, setup.envs_per_actor, env_groups=setup.env_groups),
+                       "--round-trips-file", str(path),
                        "--log-interval-s", "0"]
             actors.append(start_child(command))
 

@@ -30,6 +30,7 @@ class BenchConfig:
     algo: str = "vtrace"  # the agent: vtrace or r2d2
     actors: int = 2  # actor processes
     envs_per_actor: int = 32  # envs hosted by each actor
+    env_groups: int = 1  # Atari: each actor steps its envs in this many groups (see seedfleet actor)
     seconds: float = 30.0  # measured seconds per phase, after its warm-up
     warmup_s: float = 10.0  # seconds of warm-up before each phase is measured
     mode: str = "all"  # env, serve, train, or all (all phases, with the bounds and ratios)
@@ -49,7 +50,8 @@ def _setup(config: BenchConfig, actors: int, task_defaults: dict) -> Setup:
     algo = algo_cls(**{k: v for k, v in task_defaults.items() if k in names})
     learner = LearnerConfig(env=config.env, algo=config.algo, address="127.0.0.1:0",
                             progress_interval_s=math.inf, exploration_envs=actors * config.envs_per_actor)
-    return Setup(learner, algo, NetworkConfig(), actors, config.envs_per_actor, config.seconds, config.warmup_s)
+    return Setup(learner, algo, NetworkConfig(), actors, config.envs_per_actor, config.env_groups, config.seconds,
+                 config.warmup_s)
 
 
 def measure(config: BenchConfig, task_defaults: dict, workdir: Path) -> dict:

@@ -29,10 +29,12 @@ class LaunchConfig:
     actors: int = 2  # local actor processes
     envs_per_actor: int = 16  # envs hosted by each actor
     eval_actors: int = 0  # extra actors whose envs evaluate (greedy, not trained on, reported apart)
+    env_groups: int = 1  # Atari: each actor steps its envs in this many groups (see seedfleet actor)
 
 
-def actor_command(address: str, envs: int, evaluation: bool = False) -> list[str]:
-    command = [sys.executable, "-m", "deploy.cli", "actor", "--learner", address, "--envs", str(envs)]
+def actor_command(address: str, envs: int, evaluation: bool = False, env_groups: int = 1) -> list[str]:
+    command = [sys.executable, "-m", "deploy.cli", "actor", "--learner", address, "--envs", str(envs),
+               "--env-groups", str(env_groups)]
     return command + ["--evaluation"] if evaluation else command
 
 
@@ -52,8 +54,8 @@ class Fleet:
 
     def start(self, address: str) -> None:
         total = self.launch.actors + self.launch.eval_actors
-        self.commands = [actor_command(address, self.launch.envs_per_actor, evaluation=i >= self.launch.actors)
-                         for i in range(total)]
+        self.commands = [actor_command(address, self.launch.envs_per_actor, i >= self.launch.actors,
+                                       self.launch.env_groups) for i in range(total)]
         self.procs = [start_child(command) for command in self.commands]
         self.restarts = [0] * total
 

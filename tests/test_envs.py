@@ -47,3 +47,35 @@ def test_autoreset_is_flagged_as_first_and_carries_no_reward():
         assert seen_reset > 4
     finally:
         envs.close()
+
+
+def test_atari_groups_alternate_and_each_env_opens_with_first():
+    """With 2 groups every env's first observation is marked first, and an env's later
+    `first` flags follow its own previous step's end, whichever group order ALE returns."""
+    envs = EnvBatch("ALE/Pong-v5", 8, atari_settings("ALE/Pong-v5"), num_threads=1, groups=2)
+    try:
+        batch = envs.reset(seeds=list(range(8)))
+        assert len(envs.ready) == 4 and batch.observations.shape == (4, 84, 84) and batch.first.all()
+        seen = set(envs.ready.tolist())
+        done = np.zeros(8, bool)
+        rng = np.random.default_rng(0)
+        for _ in range(400):
+            batch = envs.step(rng.integers(0, envs.num_actions, 4))
+            ids = envs.ready
+            assert len(ids) == 4 and len(set(ids.tolist())) == 4
+            fresh = np.array([i not in seen for i in ids])
+            np.testing.assert_array_equal(batch.first, fresh | done[ids])
+            seen.update(ids.tolist())
+            done[ids] = batch.terminated | batch.truncated
+        assert seen == set(range(8))
+    finally:
+        envs.close()
+
+
+def test_groups_need_equal_sizes_and_the_atari_env():
+    import pytest
+
+    with pytest.raises(ValueError, match="equal groups"):
+        EnvBatch("ALE/Pong-v5", 6, atari_settings("ALE/Pong-v5"), num_threads=1, groups=4)
+    with pytest.raises(ValueError, match="Atari"):
+        EnvBatch("CartPole-v1", 4, None, groups=2)
