@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -26,6 +27,7 @@ import tensorflow as tf
 
 from actor_client.envs import StepBatch
 from algorithms.networks import NetworkConfig
+from bench.cpu import cores_by_thread, snapshot
 from deploy.local import actor_command, start_child
 from server.env_slots import EnvSlots
 from server.inference import InferenceEngine, StepRequest
@@ -166,12 +168,14 @@ class _Mark:
     inference_calls: int
     learner_steps: int
     cpu_s: float
+    threads: dict
 
 
-def _mark(metrics: Metrics) -> _Mark:
+def _mark(metrics: Metrics, actor_pids: list[int]) -> _Mark:
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    threads = snapshot({"learner": [os.getpid()], "actor": actor_pids})
     return _Mark(time.monotonic(), time.time(), metrics.env_steps, metrics.inference_calls, metrics.learner_steps,
-                 usage.ru_utime + usage.ru_stime)
+                 usage.ru_utime + usage.ru_stime, threads)
 
 
 def _latencies_ms(files: list[Path], start_wall: float, end_wall: float) -> np.ndarray:
@@ -210,9 +214,9 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
             marks["flowing"] = now
         if "start" not in marks:
             if now - marks["flowing"] >= setup.warmup_s:
-                marks["start"] = _mark(metrics)
+                marks["start"] = _mark(metrics, [proc.pid for proc in actors])
         elif now - marks["start"].monotonic >= setup.seconds:
-            marks["end"] = _mark(metrics)
+            marks["end"] = _mark(metrics, [proc.pid for proc in actors])
             return "measured"
         return None
 
@@ -239,6 +243,7 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
         "latency_p99_ms": round(float(np.percentile(latencies, 99)), 2) if len(latencies) else None,
         "server_cpu_cores": round((end.cpu_s - start.cpu_s) / elapsed, 2),
         "learner_steps_per_s": round(learner_steps_per_s, 2),
+        "cores_by_thread": cores_by_thread(start.threads, end.threads, elapsed),
     }
     if train:
         result["samples_trained_per_s"] = round(learner_steps_per_s * setup.algo.batch_size

@@ -72,6 +72,10 @@ def print_table(results: dict) -> None:
         b, r = results["bounds"], results["ratios"]
         print(f"serve bound {b['serve_env_steps_per_s']:,.0f} env steps/s, serve/bound {r['serve_vs_bound']:.3f}")
         print(f"train bound {b['train_env_steps_per_s']:,.0f} env steps/s, train/bound {r['train_vs_bound']:.3f}")
+    for phase in ("serve", "train"):
+        if "cores_by_thread" in results.get(phase, {}):
+            top = list(results[phase]["cores_by_thread"].items())[:8]
+            print(f"{phase} cores by thread: " + ", ".join(f"{name} {cores:.2f}" for name, cores in top))
     for row in results.get("sweep", []):
         print(f"sweep: {row['actors']} actors: env {row['env']['frames_per_s']:,.0f} frames/s, "
               f"serve {row['serve']['frames_per_s']:,.0f} frames/s")

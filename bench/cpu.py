@@ -1,0 +1,43 @@
+"""CPU seconds per thread, read from /proc, to see where a phase's cores went."""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from pathlib import Path
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
+    """{thread id: (thread name, user + system CPU seconds)} of one process; {} if it is gone."""
+    out = {}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / TICKS)
+    return out
+
+
+def snapshot(pids: dict[str, list[int]]) -> dict[str, dict[int, dict[int, tuple[str, float]]]]:
+    """Per role (learner, actor, ...), per process: its threads' CPU seconds."""
+    return {role: {pid: thread_cpu_s(pid) for pid in role_pids} for role, role_pids in pids.items()}
+
+
+def cores_by_thread(start: dict, end: dict, seconds: float) -> dict[str, float]:
+    """Cores used per "role/thread name" between two snapshots (threads summed over processes)."""
+    cores: dict[str, float] = defaultdict(float)
+    for role, processes in end.items():
+        for pid, threads in processes.items():
+            before = start.get(role, {}).get(pid, {})
+            for tid, (name, cpu) in threads.items():
+                cores[f"{role}/{name}"] += (cpu - before.get(tid, (name, 0.0))[1]) / seconds
+    return {k: round(v, 3) for k, v in sorted(cores.items(), key=lambda kv: -kv[1]) if v >= 0.005}
