@@ -10,7 +10,8 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
-    """{thread id: (thread name, user + system CPU seconds)} of one process; {} if it is gone."""
+    """{thread id: (thread name, user + system CPU seconds)} of one process; {} if it is gone.
+    The main thread is called "main" (its OS name is the process's)."""
     out = {}
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
@@ -21,7 +22,7 @@ def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
             stat = (task / "stat").read_text()
         except OSError:
             continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        name = "main" if task.name == str(pid) else stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2 :].split()
         out[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / TICKS)
     return out

@@ -126,7 +126,7 @@ def _real_layout_batch(agent, env_config, device: str) -> dict:
     slots = EnvSlots(rows, agent.unroll_length, tuple(env_config.observation.shape),
                      np.dtype(env_config.observation.dtype), agent.extras_spec, agent.initial_state,
                      overlap=agent.overlap)
-    queue = UnrollQueue(2 * rows)
+    queue = UnrollQueue(2 * rows, rows)
     engine = InferenceEngine(agent, slots, queue, Metrics(1), device)
     engine.reset(0, rows)
     rng = np.random.default_rng(0)
@@ -232,6 +232,8 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
     start, end = marks["start"], marks["end"]
     elapsed = end.monotonic - start.monotonic
     env_steps = end.env_steps - start.env_steps
+    if env_steps == 0:
+        raise RuntimeError(f"no env steps in the measured {elapsed:.0f} s: the system stalled")
     latencies = _latencies_ms(files, start.wall, end.wall)
     frame_skip = summary["frames"] // max(summary["env_steps"], 1)
     learner_steps_per_s = (end.learner_steps - start.learner_steps) / elapsed

@@ -40,6 +40,7 @@ from server.inference import InferenceEngine
 from server.metrics import Metrics, Reporter, write_summary
 from server.replay_trainer import ReplayTrainer
 from server.service import LearnerService
+from server.threads import name_this_thread
 from server.unroll_queue import UnrollQueue
 
 log = logging.getLogger("seedfleet.learner")
@@ -131,6 +132,7 @@ class Trainer(threading.Thread):
         self.error: BaseException | None = None
 
     def run(self) -> None:
+        name_this_thread("trainer")
         try:
             while not self.stopping.is_set():
                 batch = self.queue.get_batch(self.agent.batch_size, timeout_s=0.5)
@@ -164,14 +166,15 @@ async def serve(
              resolve_compute_dtype(network.compute_dtype, device))
 
     metrics = Metrics(frame_skip)
-    queue = UnrollQueue(config.queue_unrolls or 2 * agent.batch_size)
+    queue = UnrollQueue(config.queue_unrolls or 2 * agent.batch_size, agent.batch_size)
     slots = EnvSlots(
         config.max_envs, agent.unroll_length, tuple(env_config.observation.shape),
         np.dtype(env_config.observation.dtype), agent.extras_spec, agent.initial_state,
         overlap=agent.overlap,
     )
     engine = InferenceEngine(agent, slots, queue, metrics, device)
-    executor = ThreadPoolExecutor(1, thread_name_prefix="inference")
+    executor = ThreadPoolExecutor(1, thread_name_prefix="inference", initializer=name_this_thread,
+                                  initargs=("inference",))
     batcher = DynamicBatcher(
         engine.process, executor, config.inference_batch_size, config.inference_timeout_ms / 1000, size_of=len
     )

@@ -19,6 +19,7 @@ import tensorflow as tf
 from algorithms.r2d2 import R2D2Config
 from algorithms.replay import PrioritizedReplay
 from server.metrics import Metrics
+from server.threads import name_this_thread
 from server.unroll_queue import UnrollQueue
 
 
@@ -82,6 +83,7 @@ class ReplayTrainer(threading.Thread):
             chunk = self.queue.get_chunk(0.0)
 
     def run(self) -> None:
+        name_this_thread("trainer")
         try:
             while not self.stopping.is_set():
                 self._insert(0.0 if self._may_train() else 0.5)

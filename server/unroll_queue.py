@@ -30,8 +30,13 @@ def _concat(chunks: list[dict]) -> dict:
 
 
 class UnrollQueue:
-    def __init__(self, capacity: int):
+    """`capacity` bounds the unrolls held, except that a chunk is always admitted while the
+    queue holds fewer than `batch_size`: otherwise a queue of 10 facing a chunk of 30 with
+    capacity 32 would wait for a trainer that waits for 16, for ever."""
+
+    def __init__(self, capacity: int, batch_size: int = 1):
         self.capacity = capacity
+        self.batch_size = batch_size
         self._chunks: deque[dict] = deque()
         self._size = 0
         self._closed = False
@@ -43,7 +48,8 @@ class UnrollQueue:
     def put(self, chunk: dict) -> bool:
         """Adds a chunk, waiting while the queue is full. False if the queue was closed."""
         with self._cond:
-            while self._size > 0 and self._size + _size(chunk) > self.capacity and not self._closed:
+            while (self._size >= self.batch_size and self._size + _size(chunk) > self.capacity
+                   and not self._closed):
                 self._cond.wait()
             if self._closed:
                 return False
