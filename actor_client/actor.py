@@ -24,6 +24,7 @@ import numpy as np
 from actor_client.envs import EnvBatch
 from actor_client.parent import exit_with_parent
 from actor_client.round_trips import RoundTrips
+from actor_client.threads import spawned_threads_named
 from actor_client.wire import PROTOCOL_VERSION, WireError, atari_from_proto, decode_actions, encode_steps
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
@@ -80,7 +81,8 @@ class Actor:
             self.envs.close()
         atari = atari_from_proto(config)
         groups = self.config.env_groups if atari is not None else 1  # other envs step in lockstep
-        envs = EnvBatch(config.env_id, self.config.envs, atari, self.config.env_threads, groups)
+        with spawned_threads_named("env"):  # ALE's C++ pool
+            envs = EnvBatch(config.env_id, self.config.envs, atari, self.config.env_threads, groups)
         want = (tuple(config.observation.shape), np.dtype(config.observation.dtype))
         have = (envs.observation_shape, envs.observation_dtype)
         if want != have or envs.num_actions != config.num_actions:
@@ -133,7 +135,9 @@ class Actor:
         while True:
             started = time.monotonic()
             try:
-                async with grpc.aio.insecure_channel(self.config.learner, options=CHANNEL_OPTIONS) as channel:
+                with spawned_threads_named("grpc"):  # gRPC's poller, on first use
+                    channel = grpc.aio.insecure_channel(self.config.learner, options=CHANNEL_OPTIONS)
+                async with channel:
                     await self._session(channel)
             except grpc.aio.AioRpcError as e:
                 if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):

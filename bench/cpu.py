@@ -42,3 +42,15 @@ def cores_by_thread(start: dict, end: dict, seconds: float) -> dict[str, float]:
             for tid, (name, cpu) in threads.items():
                 cores[f"{role}/{name}"] += (cpu - before.get(tid, (name, 0.0))[1]) / seconds
     return {k: round(v, 3) for k, v in sorted(cores.items(), key=lambda kv: -kv[1]) if v >= 0.005}
+
+
+TRANSPORT_THREADS = ("main", "grpc", "event_engine", "grpc_global_tim")
+
+
+def transport_share(cores: dict[str, float]) -> float:
+    """The share of the phase's CPU spent by gRPC and the Python around it: the learner's and
+    actors' main threads (event loops: message (de)coding, checks, batching; the actor's
+    also the env wrapper) and gRPC's own threads."""
+    total = sum(cores.values())
+    transport = sum(v for k, v in cores.items() if k.split("/", 1)[1] in TRANSPORT_THREADS)
+    return round(transport / total, 3) if total else 0.0

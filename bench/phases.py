@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from actor_client.envs import StepBatch
 from algorithms.networks import NetworkConfig
-from bench.cpu import cores_by_thread, snapshot
+from bench.cpu import cores_by_thread, snapshot, transport_share
 from deploy.local import actor_command, start_child
 from server.env_slots import EnvSlots
 from server.inference import InferenceEngine, StepRequest
@@ -247,6 +247,7 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
         "learner_steps_per_s": round(learner_steps_per_s, 2),
         "cores_by_thread": cores_by_thread(start.threads, end.threads, elapsed),
     }
+    result["transport_share"] = transport_share(result["cores_by_thread"])
     if train:
         result["samples_trained_per_s"] = round(learner_steps_per_s * setup.algo.batch_size
                                                 * setup.algo.unroll_length, 1)

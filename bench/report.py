@@ -29,6 +29,7 @@ COLUMNS = (
     ("server_cpu_cores", "server cores"),
     ("learner_steps_per_s", "learner steps/s"),
     ("samples_trained_per_s", "samples trained/s"),
+    ("transport_share", "transport share of CPU"),
 )
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 

@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from actor_client.actor import CHANNEL_OPTIONS
 from actor_client.envs import EnvBatch, atari_settings
+from actor_client.threads import name_this_thread, spawned_threads_named
 from actor_client.wire import atari_to_proto
 from algorithms.impala import ImpalaAgent, ImpalaConfig
 from algorithms.networks import NetworkConfig
@@ -40,7 +41,6 @@ from server.inference import InferenceEngine
 from server.metrics import Metrics, Reporter, write_summary
 from server.replay_trainer import ReplayTrainer
 from server.service import LearnerService
-from server.threads import name_this_thread
 from server.unroll_queue import UnrollQueue
 
 log = logging.getLogger("seedfleet.learner")
@@ -159,7 +159,7 @@ async def serve(
     tf.random.set_seed(config.seed)
     env_config, frame_skip = env_config_for(config)
     device = compute_device()
-    with tf.device(device):
+    with tf.device(device), spawned_threads_named("tf"):  # TensorFlow's and oneDNN's pools
         agent = make_agent(config, algo_config, network, env_config, device)
     log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s", config.algo, config.env,
              tuple(env_config.observation.shape), env_config.observation.dtype, env_config.num_actions, device,
@@ -179,7 +179,8 @@ async def serve(
         engine.process, executor, config.inference_batch_size, config.inference_timeout_ms / 1000, size_of=len
     )
     service = LearnerService(env_config, engine, batcher, executor, config.max_envs)
-    server = grpc.aio.server(options=CHANNEL_OPTIONS)
+    with spawned_threads_named("grpc"):  # gRPC's poller
+        server = grpc.aio.server(options=CHANNEL_OPTIONS)
     pb_grpc.add_LearnerServicer_to_server(service, server)
     port = server.add_insecure_port(config.address)
     address = config.address if config.address.startswith("unix:") else f"localhost:{port}"

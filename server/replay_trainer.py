@@ -16,10 +16,10 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from actor_client.threads import name_this_thread
 from algorithms.r2d2 import R2D2Config
 from algorithms.replay import PrioritizedReplay
 from server.metrics import Metrics
-from server.threads import name_this_thread
 from server.unroll_queue import UnrollQueue
 
 

@@ -30,6 +30,9 @@ def test_bench_all_modes_on_cartpole_writes_every_key(tmp_path):
         assert 1 <= figures["mean_inference_batch"] <= 8
         assert 0 < figures["latency_p50_ms"] <= figures["latency_p99_ms"]
         assert figures["server_cpu_cores"] > 0
+        assert 0 < figures["transport_share"] < 1
+        names = {key.split("/", 1)[1] for key in figures["cores_by_thread"]}
+        assert {"main", "inference"} <= names, figures["cores_by_thread"]
     assert results["serve"]["learner_steps_per_s"] == 0
     assert results["train"]["learner_steps_per_s"] > 0 and results["train"]["samples_trained_per_s"] > 0
     assert results["model"]["batch_size"] == round(results["serve"]["mean_inference_batch"])
@@ -57,3 +60,24 @@ def test_bench_all_modes_on_cartpole_writes_every_key(tmp_path):
     sweep_json.write_text(json.dumps(sweep))
     report_main([str(md), "--runs", str(out), "--sweep", str(sweep_json), "--plot", "sweep.png"])
     assert "| 2 |" in md.read_text() and "![frames/s against actors](sweep.png)" in md.read_text()
+
+
+def test_threads_started_in_the_block_carry_its_name():
+    import threading
+    from pathlib import Path
+
+    from actor_client.threads import spawned_threads_named
+
+    def os_name(native_id: int) -> str:
+        return Path(f"/proc/self/task/{native_id}/comm").read_text().strip()
+
+    caller = os_name(threading.get_native_id())
+    seen, release = [], threading.Event()
+    with spawned_threads_named("env"):
+        thread = threading.Thread(target=lambda: (seen.append(threading.get_native_id()), release.wait(5)))
+        thread.start()
+    while not seen:
+        pass
+    assert os_name(seen[0]) == "env" and os_name(threading.get_native_id()) == caller
+    release.set()
+    thread.join()

@@ -1,0 +1,43 @@
+"""OS-visible thread names, so per-thread CPU (top -H, /proc, seedfleet bench) tells the
+env pool from the gRPC threads, the inference thread from the trainer.
+
+Linux gives a new thread its creator's name. Threads that libraries start for us (ALE's
+env pool, gRPC's poller, TensorFlow's compute pools) are therefore named by renaming the
+creating thread for the moment they are started: `with spawned_threads_named("env"): ...`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import sys
+from collections.abc import Iterator
+
+PR_SET_NAME, PR_GET_NAME = 15, 16
+_LINUX = sys.platform.startswith("linux")
+
+
+def name_this_thread(name: str) -> None:
+    """Sets the calling thread's OS-visible name (Linux, at most 15 bytes); a no-op elsewhere."""
+    if _LINUX:
+        ctypes.CDLL(None).prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+
+
+def _this_thread_name() -> bytes:
+    buffer = ctypes.create_string_buffer(16)
+    ctypes.CDLL(None).prctl(PR_GET_NAME, buffer, 0, 0, 0)
+    return buffer.value
+
+
+@contextlib.contextmanager
+def spawned_threads_named(name: str) -> Iterator[None]:
+    """Threads started inside the block are named `name`; the caller keeps its own name."""
+    if not _LINUX:
+        yield
+        return
+    before = _this_thread_name()
+    name_this_thread(name)
+    try:
+        yield
+    finally:
+        ctypes.CDLL(None).prctl(PR_SET_NAME, before, 0, 0, 0)
