@@ -156,11 +156,12 @@ async def serve(
     `stop_when(metrics)` (asked four times a second); returns the summary."""
     logdir = Path(config.logdir or f"runs/{config.env.replace('/', '_')}-{config.algo}-seed{config.seed}")
     logdir.mkdir(parents=True, exist_ok=True)
-    tf.random.set_seed(config.seed)
     env_config, frame_skip = env_config_for(config)
-    device = compute_device()
-    with tf.device(device), spawned_threads_named("tf"):  # TensorFlow's and oneDNN's pools
-        agent = make_agent(config, algo_config, network, env_config, device)
+    with spawned_threads_named("tf"):  # TensorFlow's pools start with its first op
+        tf.random.set_seed(config.seed)
+        device = compute_device()
+        with tf.device(device):
+            agent = make_agent(config, algo_config, network, env_config, device)
     log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s", config.algo, config.env,
              tuple(env_config.observation.shape), env_config.observation.dtype, env_config.num_actions, device,
              resolve_compute_dtype(network.compute_dtype, device))
