@@ -154,7 +154,7 @@ class Actor:
         if self.envs is not None:
             self.envs.close()
         if self.config.round_trips_file:
-            self.round_trips.write(Path(self.config.round_trips_file), self.config.envs)
+            self.round_trips.write(Path(self.config.round_trips_file))
 
 
 async def _main(config: ActorConfig) -> int:

@@ -29,10 +29,10 @@ class RoundTrips:
         order = (np.arange(n) + self.count - n) % len(self.seconds)
         return self.ended_at[order], self.seconds[order]
 
-    def write(self, path: Path, envs: int) -> None:
-        """Writes {"envs", "ended_at", "seconds"} as JSON, atomically."""
+    def write(self, path: Path) -> None:
+        """Writes {"ended_at", "seconds"} as JSON, atomically."""
         ended_at, seconds = self.latest()
-        body = {"envs": envs, "ended_at": ended_at.tolist(), "seconds": seconds.tolist()}
+        body = {"ended_at": ended_at.tolist(), "seconds": seconds.tolist()}
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(body))
         os.replace(tmp, path)

@@ -31,16 +31,13 @@ class Metrics:
         self._new_returns: list[float] = []
         self._new_lengths: list[int] = []
         self._losses: dict[str, float] = {}
-        self._inference_batches = 0
-        self._inference_envs = 0
         self.inference_calls = 0  # over the whole run
+        self._interval_start = (0, 0)  # (env_steps, inference_calls) at the last take_interval
 
     def add_inference(self, num_envs: int, returns: np.ndarray, lengths: np.ndarray, evaluation: np.ndarray) -> None:
         with self._lock:
             self.env_steps += num_envs
-            self._inference_batches += 1
             self.inference_calls += 1
-            self._inference_envs += num_envs
             if evaluation.any():
                 self.eval_episodes += int(evaluation.sum())
                 self._eval_returns.extend(returns[evaluation].tolist())
@@ -102,12 +99,13 @@ class Metrics:
                 "lengths": self._new_lengths,
                 "eval_returns": self._new_eval_returns,
                 "losses": dict(self._losses),
-                "mean_batch": self._inference_envs / max(self._inference_batches, 1),
+                "mean_batch": (self.env_steps - self._interval_start[0])
+                / max(self.inference_calls - self._interval_start[1], 1),
                 "env_steps": self.env_steps,
                 "learner_steps": self.learner_steps,
             }
             self._new_returns, self._new_lengths, self._new_eval_returns = [], [], []
-            self._inference_batches = self._inference_envs = 0
+            self._interval_start = (self.env_steps, self.inference_calls)
             return out
 
 
