@@ -2,7 +2,8 @@
 
     python -m actor_client.ceiling --env ALE/Pong-v5 --envs 32 --seconds 10
 
-prints one JSON line: env steps and seconds over the measured window (after a warm-up).
+prints one JSON line: env steps and seconds over the measured window (after a warm-up),
+with the machine's busy and stolen cores in that window.
 The envs are built exactly as an actor builds them for this env id, so the figure is
 what the same actor processes could step if inference and transport cost nothing.
 """
@@ -16,6 +17,7 @@ import time
 import numpy as np
 
 from actor_client.envs import EnvBatch, atari_settings
+from actor_client.machine_cpu import machine_cores, machine_cpu_s
 from actor_client.parent import exit_with_parent
 
 
@@ -35,11 +37,13 @@ def step_randomly(env_id: str, num_envs: int, seconds: float, warmup_s: float = 
         while step() < warm_until:
             pass
         window_start = now = time.monotonic()
+        cpu_start = machine_cpu_s()
         steps = 0
         while now - window_start < seconds:
             now = step()
             steps += envs.group_size
-        return {"env_steps": steps, "seconds": now - window_start, "frame_skip": envs.frame_skip}
+        return {"env_steps": steps, "seconds": now - window_start, "frame_skip": envs.frame_skip,
+                **machine_cores(cpu_start, machine_cpu_s(), now - window_start)}
     finally:
         envs.close()
 

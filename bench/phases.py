@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from actor_client.envs import StepBatch
+from actor_client.machine_cpu import machine_cores, machine_cpu_s
 from algorithms.networks import NetworkConfig
 from bench.cpu import cores_by_thread, snapshot, transport_share
 from deploy.local import actor_command, start_child
@@ -69,7 +70,9 @@ def env_phase(setup: Setup) -> dict:
             raise RuntimeError(f"env ceiling process failed with exit code {proc.returncode}")
         results.append(json.loads(out.strip().splitlines()[-1]))
     per_s = sum(r["env_steps"] / r["seconds"] for r in results)
-    return {**_rates(per_s, 1.0, results[0]["frame_skip"]), "actors": setup.actors}
+    machine = {key: round(float(np.mean([r[key] for r in results])), 2)
+               for key in ("machine_busy_cores", "steal_cores")}
+    return {**_rates(per_s, 1.0, results[0]["frame_skip"]), "actors": setup.actors, **machine}
 
 
 def _make_agent(setup: Setup):
@@ -87,18 +90,20 @@ def _random_observations(rng: np.random.Generator, batch: int, env_config) -> np
     return rng.standard_normal(shape).astype(dtype)
 
 
-def _time_calls(call: Callable[[], object], warmup_s: float, seconds: float) -> tuple[int, float]:
-    """Calls `call` through a warm-up, then counts calls over `seconds`: (calls, elapsed)."""
+def _time_calls(call: Callable[[], object], warmup_s: float, seconds: float) -> tuple[int, float, dict]:
+    """Calls `call` through a warm-up, then counts calls over `seconds`: (calls, elapsed,
+    the machine's busy and stolen cores meanwhile)."""
     until = time.monotonic() + warmup_s
     while time.monotonic() < until:
         call()
     start = now = time.monotonic()
+    cpu_start = machine_cpu_s()
     calls = 0
     while now - start < seconds:
         call()
         calls += 1
         now = time.monotonic()
-    return calls, now - start
+    return calls, now - start, machine_cores(cpu_start, machine_cpu_s(), now - start)
 
 
 def model_phase(setup: Setup, batch_size: int) -> dict:
@@ -116,8 +121,8 @@ def model_phase(setup: Setup, batch_size: int) -> dict:
             actions, _, _ = agent.act(obs, reward, first, env_ids, state)
         actions.numpy()
 
-    calls, elapsed = _time_calls(act, min(setup.warmup_s, 3.0), setup.seconds)
-    return {**_rates(calls * batch_size, elapsed, frame_skip), "batch_size": batch_size}
+    calls, elapsed, machine = _time_calls(act, min(setup.warmup_s, 3.0), setup.seconds)
+    return {**_rates(calls * batch_size, elapsed, frame_skip), "batch_size": batch_size, **machine}
 
 
 def _real_layout_batch(agent, env_config, device: str) -> dict:
@@ -155,9 +160,9 @@ def train_only_phase(setup: Setup) -> dict:
             out = agent.learn(*args)
         float(out["loss"] if "loss" in out else next(iter(out.values())))
 
-    calls, elapsed = _time_calls(learn, min(setup.warmup_s, 3.0), setup.seconds)
+    calls, elapsed, machine = _time_calls(learn, min(setup.warmup_s, 3.0), setup.seconds)
     steps = calls * env_steps_per_learner_step(setup)
-    return {**_rates(steps, elapsed, frame_skip), "learner_steps_per_s": round(calls / elapsed, 2)}
+    return {**_rates(steps, elapsed, frame_skip), "learner_steps_per_s": round(calls / elapsed, 2), **machine}
 
 
 @dataclasses.dataclass
@@ -168,6 +173,7 @@ class _Mark:
     inference_calls: int
     learner_steps: int
     cpu_s: float
+    machine: dict[str, float]
     threads: dict
 
 
@@ -175,7 +181,7 @@ def _mark(metrics: Metrics, actor_pids: list[int]) -> _Mark:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     threads = snapshot({"learner": [os.getpid()], "actor": actor_pids})
     return _Mark(time.monotonic(), time.time(), metrics.env_steps, metrics.inference_calls, metrics.learner_steps,
-                 usage.ru_utime + usage.ru_stime, threads)
+                 usage.ru_utime + usage.ru_stime, machine_cpu_s(), threads)
 
 
 def _latencies_ms(files: list[Path], start_wall: float, end_wall: float) -> np.ndarray:
@@ -244,6 +250,7 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
         "latency_p50_ms": round(float(np.percentile(latencies, 50)), 2) if len(latencies) else None,
         "latency_p99_ms": round(float(np.percentile(latencies, 99)), 2) if len(latencies) else None,
         "server_cpu_cores": round((end.cpu_s - start.cpu_s) / elapsed, 2),
+        **machine_cores(start.machine, end.machine, elapsed),
         "learner_steps_per_s": round(learner_steps_per_s, 2),
         "cores_by_thread": cores_by_thread(start.threads, end.threads, elapsed),
     }

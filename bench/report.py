@@ -27,6 +27,8 @@ COLUMNS = (
     ("latency_p50_ms", "latency p50 ms"),
     ("latency_p99_ms", "latency p99 ms"),
     ("server_cpu_cores", "server cores"),
+    ("machine_busy_cores", "machine cores busy"),
+    ("steal_cores", "steal cores"),
     ("learner_steps_per_s", "learner steps/s"),
     ("samples_trained_per_s", "samples trained/s"),
     ("transport_share", "transport share of CPU"),

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 
 import pytest
 from conftest import Proc, seedfleet
@@ -25,11 +26,13 @@ def test_bench_all_modes_on_cartpole_writes_every_key(tmp_path):
     for phase in ("env", "model", "serve", "train", "train_only"):
         assert results[phase]["env_steps_per_s"] > 0, (phase, results[phase])
         assert results[phase]["frames_per_s"] == pytest.approx(results[phase]["env_steps_per_s"], rel=1e-3)
+        assert 0 < results[phase]["machine_busy_cores"] <= os.cpu_count() + 0.1
+        assert 0 <= results[phase]["steal_cores"] <= os.cpu_count() + 0.1
     for phase in ("serve", "train"):
         figures = results[phase]
         assert 1 <= figures["mean_inference_batch"] <= 8
         assert 0 < figures["latency_p50_ms"] <= figures["latency_p99_ms"]
-        assert figures["server_cpu_cores"] > 0
+        assert 0 < figures["server_cpu_cores"] <= figures["machine_busy_cores"] + 0.1
         assert 0 < figures["transport_share"] < 1
         names = {key.split("/", 1)[1] for key in figures["cores_by_thread"]}
         assert {"main", "inference"} <= names, figures["cores_by_thread"]
