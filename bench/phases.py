@@ -49,6 +49,7 @@ class Setup:
     env_groups: int
     seconds: float
     warmup_s: float
+    env_threads: int = 0  # each actor's Atari vector env threads (0: one per core)
 
 
 def _rates(env_steps: float, seconds: float, frame_skip: int) -> dict:
@@ -60,7 +61,8 @@ def env_phase(setup: Setup) -> dict:
     """The environment ceiling: the same number of actor processes, random actions."""
     command = [sys.executable, "-m", "actor_client.ceiling", "--env", setup.learner.env,
                "--envs", str(setup.envs_per_actor), "--seconds", str(setup.seconds),
-               "--warmup-s", str(setup.warmup_s), "--env-groups", str(setup.env_groups)]
+               "--warmup-s", str(setup.warmup_s), "--env-groups", str(setup.env_groups),
+               "--env-threads", str(setup.env_threads)]
     procs = [start_child([*command, "--seed", str(i)], stdout=subprocess.PIPE, text=True)
              for i in range(setup.actors)]
     results = []
@@ -203,7 +205,7 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
     def start_actors(address: str) -> None:
         for path in files:
             command = [*actor_command(address, setup.envs_per_actor, env_groups=setup.env_groups),
-                       "--round-trips-file", str(path),
+                       "--round-trips-file", str(path), "--env-threads", str(setup.env_threads),
                        "--log-interval-s", "0"]
             actors.append(start_child(command))
 
