@@ -18,6 +18,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -198,8 +199,9 @@ def _latencies_ms(files: list[Path], start_wall: float, end_wall: float) -> np.n
 def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
     """Learner (in this process) and actor processes, measured after the warm-up; `train`
     off is serve mode."""
-    learner = dataclasses.replace(setup.learner, train=train, logdir=str(workdir / ("train" if train else "serve")))
-    files = [workdir / f"round-trips-{'train' if train else 'serve'}-{i}.json" for i in range(setup.actors)]
+    phase_dir = Path(tempfile.mkdtemp(prefix=f"{'train' if train else 'serve'}-{setup.actors}-actors-", dir=workdir))
+    learner = dataclasses.replace(setup.learner, train=train, logdir=str(phase_dir), fresh=True)
+    files = [phase_dir / f"round-trips-{i}.json" for i in range(setup.actors)]
     actors: list[subprocess.Popen] = []
 
     def start_actors(address: str) -> None:
