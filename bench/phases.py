@@ -236,7 +236,11 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
         for proc in actors:
             proc.terminate()
         for proc in actors:
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # still building its envs, say: SIGTERM waits for that
+                proc.kill()
+                proc.wait()
     if summary["stop_reason"] != "measured":
         raise RuntimeError(f"the {'train' if train else 'serve'} phase stopped early: {summary['stop_reason']}")
     start, end = marks["start"], marks["end"]
