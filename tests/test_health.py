@@ -31,6 +31,14 @@ def test_wildcard_listen_addresses_are_asked_at_localhost():
     assert local_address("unix:/tmp/learner.sock") == "unix:/tmp/learner.sock"
 
 
+def test_the_healthcheck_loads_no_tensorflow():
+    """It runs in the learner's container every few seconds, and on actor hosts (.[actor] has no TensorFlow)."""
+    code = "import sys, deploy.healthcheck; print(sorted({m.split('.')[0] for m in sys.modules} & {'tensorflow', " \
+           "'server', 'algorithms'}))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
 def test_health_follows_the_servers_life():
     """NOT_SERVING before serving(), SERVING, then NOT_SERVING from stopping() on, for both services asked."""
     from server.health import SERVICES, add_health
