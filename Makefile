@@ -19,6 +19,7 @@ BENCH_DIR := runs/bench
 # A variable given on make's command line becomes SEEDFLEET_<NAME> for compose; other SEEDFLEET_*
 # variables come from the environment.
 DOCKER ?= docker
+# COMPOSE=docker-compose for the standalone binary.
 COMPOSE ?= $(DOCKER) compose
 ACTORS ?= 2
 GPU ?= 0
