@@ -7,7 +7,7 @@ PROTO_SRC := proto/seedfleet/v1/actor_learner.proto
 # The embedded default of `make run` (`make run SEED=1` for another seed); `make run ARGS="..."` replaces it.
 SEED ?= 0
 RUN_DEFAULT := --env CartPole-v1 --algo vtrace --target-return 475 --max-frames 20000000 \
-	--seed $(SEED) --logdir runs/cartpole-seed$(SEED)
+	--seed $(SEED) --logdir runs/cartpole-seed$(SEED) --fresh
 
 # `make bench`: the Pong default three times, a sweep over actor counts, then BENCHMARKS.md.
 BENCH_ARGS ?= --env ALE/Pong-v5 --actors 2 --envs-per-actor 32 --seconds 30

@@ -68,11 +68,12 @@ class EnvBatch:
     asynchronously: `step(actions)` hands the last returned group its actions and
     returns the next group that is ready, which lets a group step while another
     group's actions are computed. `ready` holds the indices (0..K-1) of the envs
-    the last `reset` or `step` returned.
+    the last `reset` or `step` returned. `render_mode` goes to gymnasium's envs
+    (seedfleet eval's videos); the Atari vector env does not render.
     """
 
     def __init__(self, env_id: str, num_envs: int, atari: AtariSettings | None, num_threads: int = 0,
-                 groups: int = 1):
+                 groups: int = 1, render_mode: str | None = None):
         if groups < 1 or num_envs % groups:
             raise ValueError(f"{num_envs} envs do not split into {groups} equal groups")
         if groups > 1 and atari is None:
@@ -100,7 +101,7 @@ class EnvBatch:
             )
             self.observation_shape = (atari.image_size, atari.image_size)
         else:
-            self.env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync")
+            self.env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", render_mode=render_mode)
             self.observation_shape = tuple(self.env.single_observation_space.shape)
         space = self.env.single_action_space
         if not isinstance(space, gym.spaces.Discrete):

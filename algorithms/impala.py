@@ -130,8 +130,14 @@ class ImpalaAgent(tf.Module):
         self.batch_size = config.batch_size
         # Per-step outputs of `act` that unrolls keep beside the action.
         self.extras_spec = {"logits": ((num_actions,), np.dtype(np.float32))}
-        self.act = tf.function(self._act, input_signature=act_signature(obs_shape, obs_dtype, self.initial_state(1)))
+        signature = act_signature(obs_shape, obs_dtype, self.initial_state(1))
+        self.act = tf.function(self._act, input_signature=signature)
+        self.policy = tf.function(self._policy, input_signature=signature)
         self.learn = tf.function(self._learn)
+
+    def checkpointed(self) -> dict[str, tf.Module]:
+        """What a checkpoint holds: the network and the optimizer's state."""
+        return {"net": self.net, "optimizer": self.optimizer}
 
     def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
         return self.net.initial_state(batch_size)
@@ -146,6 +152,12 @@ class ImpalaAgent(tf.Module):
         logits = logits[0]
         actions = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]
         return actions, {"logits": logits}, new_state
+
+    def _policy(self, obs, reward, first, env_ids, state):
+        """The greedy policy (evaluation, export): the most likely action; returns (actions, logits, state)."""
+        del reward, env_ids
+        logits, _, new_state = self.net(obs[None], first[None], state)
+        return tf.argmax(logits[0], axis=-1, output_type=tf.int32), logits[0], new_state
 
     def _learn(self, batch: dict) -> dict:
         """One gradient step on a batch of unrolls given batch-major ([B, T+1, ...])."""

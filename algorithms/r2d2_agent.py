@@ -44,9 +44,16 @@ class R2D2Agent(tf.Module):
         self.training_epsilons = np.zeros(max_envs, np.float32)
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_steps")
         self._copy_target()
-        self.act = tf.function(self._act, input_signature=act_signature(obs_shape, obs_dtype, self.initial_state(1)))
+        signature = act_signature(obs_shape, obs_dtype, self.initial_state(1))
+        self.act = tf.function(self._act, input_signature=signature)
+        self.policy = tf.function(self._policy, input_signature=signature)
         self.learn = tf.function(self._learn)
         self.initial_priorities = tf.function(self._initial_priorities)
+
+    def checkpointed(self) -> dict[str, tf.Module | tf.Variable]:
+        """What a checkpoint holds: online and target networks, optimizer, learner steps
+        (they time the target copies). Epsilons follow the actors, not the checkpoint."""
+        return {"online": self.online, "target": self.target, "optimizer": self.optimizer, "steps": self.steps}
 
     def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
         state = self.online.initial_state(batch_size)
@@ -69,10 +76,21 @@ class R2D2Agent(tf.Module):
         for target, online in zip(self.target.trainable_variables, self.online.trainable_variables, strict=True):
             target.assign(online)
 
-    def _act(self, obs, reward, first, env_ids, state):
+    def _q(self, obs, reward, first, state):
         net_state = {k: v for k, v in state.items() if k != "prev_action"}
         q, new_state = self.online(obs[None], first[None], state["prev_action"][None], reward[None], net_state)
-        q = q[0]
+        return q[0], new_state
+
+    def _policy(self, obs, reward, first, env_ids, state):
+        """The greedy policy (evaluation, export): returns (actions, Q values, state)."""
+        del env_ids
+        q, new_state = self._q(obs, reward, first, state)
+        actions = tf.argmax(q, axis=-1, output_type=tf.int32)
+        new_state["prev_action"] = actions
+        return actions, q, new_state
+
+    def _act(self, obs, reward, first, env_ids, state):
+        q, new_state = self._q(obs, reward, first, state)
         greedy = tf.argmax(q, axis=-1, output_type=tf.int32)
         random = tf.random.uniform(tf.shape(greedy), 0, self.num_actions, dtype=tf.int32)
         explore = tf.random.uniform(tf.shape(greedy)) < tf.gather(self.epsilons, env_ids)

@@ -127,12 +127,46 @@ class PrioritizedReplay:
             raise ValueError("priorities must be finite and non-negative")
         self.tree.set(np.asarray(indices), priorities**self.alpha)
 
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Everything needed to continue: stored items (keys "items/<path>"), priorities, ring position."""
+        arrays = {"tree": self.tree.nodes, "position": np.asarray([self.next_index, self.size, self.capacity])}
+        if self.storage is not None:
+            arrays.update({f"items/{key}": value for key, value in _flatten(self.storage)})
+        return arrays
+
+    def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Restores what `to_arrays` gave; raises ValueError if it was another capacity."""
+        next_index, size, capacity = (int(v) for v in arrays["position"])
+        if capacity != self.capacity or arrays["tree"].shape != self.tree.nodes.shape:
+            raise ValueError(f"the saved replay holds {capacity} sequences, this one {self.capacity}")
+        items = {key[len("items/"):]: value for key, value in arrays.items() if key.startswith("items/")}
+        self.storage = _unflatten(items) if items else None
+        self.tree.nodes = np.array(arrays["tree"], np.float64)
+        self.next_index, self.size = next_index, size
+
     def bytes_per_step(self, steps_per_item: int) -> float:
         """Storage bytes per stored env step, for sizing a replay."""
         if self.storage is None:
             return 0.0
         per_item = sum(_leaves_nbytes(self.storage)) / self.capacity
         return per_item / steps_per_item
+
+
+def _flatten(nest, prefix: str = "") -> list[tuple[str, np.ndarray]]:
+    if isinstance(nest, dict):
+        return [item for k, v in nest.items() for item in _flatten(v, f"{prefix}{k}/")]
+    return [(prefix[:-1], nest)]
+
+
+def _unflatten(flat: dict[str, np.ndarray]) -> dict:
+    nest: dict = {}
+    for path, value in flat.items():
+        *parents, leaf = path.split("/")
+        node = nest
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return nest
 
 
 def _leaves_nbytes(nest) -> list[int]:

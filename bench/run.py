@@ -37,6 +37,8 @@ class BenchConfig:
     json: str = ""  # write the results here as JSON
     plot: str = ""  # with --sweep-actors: a PNG of frames/s against actors
     sweep_actors: str = ""  # comma-separated actor counts (1,2,4,8): env and serve at each
+    inference_batch_size: int = LearnerConfig.inference_batch_size  # the learner's: flush once this many envs wait
+    inference_timeout_ms: float = LearnerConfig.inference_timeout_ms  # the learner's: ... or after this long
 
 
 def bound(*rates: float) -> float:
@@ -49,7 +51,9 @@ def _setup(config: BenchConfig, actors: int, task_defaults: dict) -> Setup:
     names = {f.name for f in dataclasses.fields(algo_cls)}
     algo = algo_cls(**{k: v for k, v in task_defaults.items() if k in names})
     learner = LearnerConfig(env=config.env, algo=config.algo, address="127.0.0.1:0",
-                            progress_interval_s=math.inf, exploration_envs=actors * config.envs_per_actor)
+                            progress_interval_s=math.inf, exploration_envs=actors * config.envs_per_actor,
+                            inference_batch_size=config.inference_batch_size,
+                            inference_timeout_ms=config.inference_timeout_ms)
     return Setup(learner, algo, NetworkConfig(), actors, config.envs_per_actor, config.env_groups, config.seconds,
                  config.warmup_s)
 

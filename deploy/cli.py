@@ -1,4 +1,5 @@
-"""The `seedfleet` command: `learner`, `actor` and `run` (a learner and local actors).
+"""The `seedfleet` command: `learner`, `actor`, `run` (a learner and local actors), `bench`,
+`eval` and `export` (a checkpoint's policy played locally, or written as a SavedModel).
 
 Subcommands import lazily: `seedfleet actor` never loads TensorFlow.
 """
@@ -16,6 +17,8 @@ COMMANDS = {
     "actor": "an environment-only actor process",
     "run": "a learner and N local actor processes on this machine",
     "bench": "frames/s of the system beside the env, inference and training ceilings",
+    "eval": "play a checkpoint's policy locally: mean and std of returns, a video",
+    "export": "write a checkpoint's greedy policy as a TensorFlow SavedModel",
 }
 
 
@@ -40,6 +43,14 @@ def _classes(command: str, algo: str) -> list:
         from bench.run import BenchConfig
 
         return [BenchConfig]
+    if command == "eval":
+        from server.evaluate import EvalConfig
+
+        return [EvalConfig]
+    if command == "export":
+        from server.export import ExportConfig
+
+        return [ExportConfig]
     from deploy.local import LaunchConfig
 
     return [LaunchConfig, *_learner_classes(algo)]
@@ -60,7 +71,7 @@ def task_defaults(command: str, algo: str, env: str) -> dict:
     one evaluation actor: under Ape-X epsilons (up to 0.4) the training returns say little
     of the policy, so progress and --target-return are read off the evaluation episodes.
     """
-    if command in ("actor", "bench") or algo != "r2d2":
+    if command in ("actor", "bench", "eval", "export") or algo != "r2d2":
         return {}
     from actor_client.envs import atari_settings
     from algorithms.r2d2 import VECTOR_OBSERVATION_DEFAULTS
@@ -105,6 +116,14 @@ def main(argv: list[str] | None = None) -> int:
 
         defaults = task_defaults("learner", configs[0].algo, configs[0].env)
         return run_bench(configs[0], defaults, " ".join(["seedfleet", *argv]))
+    if command == "eval":
+        from server.evaluate import main as eval_main
+
+        return eval_main(*configs)
+    if command == "export":
+        from server.export import main as export_main
+
+        return export_main(*configs)
     from deploy.local import run_local
 
     return run_local(*configs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import math
 import signal
@@ -36,6 +37,7 @@ from algorithms.r2d2_agent import R2D2Agent
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from server.batcher import DynamicBatcher
+from server.checkpoint import CheckpointStore, LearnerCheckpoints
 from server.env_slots import EnvSlots
 from server.health import add_health
 from server.inference import InferenceEngine
@@ -63,6 +65,10 @@ class LearnerConfig:
     progress_interval_s: float = 5.0  # seconds between console progress lines
     exploration_envs: int = 0  # r2d2: N of the Ape-X epsilons over env ids 0..N-1 (0: max_envs)
     train: bool = True  # off: act and assemble unrolls, then drop them (seedfleet bench's serve mode)
+    checkpoint_interval_s: float = 600.0  # seconds between checkpoints in <logdir>/checkpoints (0: only on stop)
+    keep_checkpoints: int = 3  # the newest this many checkpoints are kept
+    checkpoint_replay: bool = False  # r2d2: checkpoints hold the replay too (bytes/step x steps stored: GBs on Atari)
+    fresh: bool = False  # ignore the logdir's checkpoints and start from scratch (new ones are still written)
 
 
 def env_config_for(config: LearnerConfig) -> tuple[pb.EnvConfig, int]:
@@ -122,6 +128,13 @@ def make_agent(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkC
     raise ValueError(f"unknown algo {config.algo!r}")
 
 
+def run_setup(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig) -> dict:
+    """What a checkpoint records of the run: enough to rebuild the agent (seedfleet eval, export)."""
+    setup = {"env": config.env, "algo": config.algo, "network": dataclasses.asdict(network),
+             "agent": dataclasses.asdict(algo_config), "learner": dataclasses.asdict(config)}
+    return json.loads(json.dumps(setup, default=str))  # tuples become lists, as they read back
+
+
 class Trainer(threading.Thread):
     """Takes batches of unrolls off the queue and trains on them (or drops them, if not
     `learn`), until stopped."""
@@ -131,6 +144,7 @@ class Trainer(threading.Thread):
         self.agent, self.queue, self.metrics, self.device, self.learn = agent, queue, metrics, device, learn
         self.stopping = threading.Event()
         self.error: BaseException | None = None
+        self.lock = threading.Lock()  # held while the variables change (checkpoints wait)
 
     def run(self) -> None:
         name_this_thread("trainer")
@@ -139,7 +153,7 @@ class Trainer(threading.Thread):
                 batch = self.queue.get_batch(self.agent.batch_size, timeout_s=0.5)
                 if batch is None or not self.learn:
                     continue
-                with tf.device(self.device):
+                with self.lock, tf.device(self.device):
                     out = self.agent.learn(batch)
                 self.metrics.add_learner_step({k: float(v) for k, v in out.items()})
         except BaseException as error:  # noqa: BLE001 - reported by the main loop
@@ -187,12 +201,16 @@ async def serve(
     health = await add_health(server)  # grpc.health.v1: SERVING from start to stop
     port = server.add_insecure_port(config.address)
     address = config.address if config.address.startswith("unix:") else f"localhost:{port}"
-    writer = tf.summary.create_file_writer(str(logdir))
-    reporter = Reporter(metrics, logdir, lambda: len(queue), writer)
     if config.algo == "r2d2" and config.train:
         trainer = ReplayTrainer(agent, queue, metrics, device, algo_config, config.seed)
     else:
         trainer = Trainer(agent, queue, metrics, device, learn=config.train)
+    checkpoints = LearnerCheckpoints(CheckpointStore(logdir / "checkpoints", config.keep_checkpoints), agent, trainer,
+                                     metrics, run_setup(config, algo_config, network), config.checkpoint_replay)
+    if not config.fresh:
+        checkpoints.restore()
+    writer = tf.summary.create_file_writer(str(logdir))
+    reporter = Reporter(metrics, logdir, lambda: len(queue), writer)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -205,7 +223,7 @@ async def serve(
     log.info("listening on %s, logdir %s", address, logdir)
     if on_ready is not None:
         on_ready(address)
-    reason, last_report = "signal", time.monotonic()
+    reason, last_report, last_checkpoint = "signal", time.monotonic(), time.monotonic()
     snapshot: dict | None = None
     try:
         while not stop.is_set():
@@ -220,6 +238,9 @@ async def serve(
             if time.monotonic() - last_report >= config.progress_interval_s:
                 last_report = time.monotonic()
                 print(reporter.report(), flush=True)
+            if config.checkpoint_interval_s and time.monotonic() - last_checkpoint >= config.checkpoint_interval_s:
+                await loop.run_in_executor(None, checkpoints.save)
+                last_checkpoint = time.monotonic()
             if config.max_frames and metrics.frames >= config.max_frames:
                 reason = "max_frames"
                 break
@@ -240,6 +261,8 @@ async def serve(
         await batcher.stop()
         await loop.run_in_executor(None, trainer.join, 10.0)
         executor.shutdown(wait=False, cancel_futures=True)
+        if snapshot is not None:  # a clean stop (not a failure): the last checkpoint
+            await loop.run_in_executor(None, checkpoints.save)
         print(reporter.report(), flush=True)
     summary = {"env": config.env, "algo": config.algo, **(snapshot or metrics.summary()), "stop_reason": reason}
     write_summary(logdir / "summary.json", **summary)

@@ -34,6 +34,25 @@ class Metrics:
         self.inference_calls = 0  # over the whole run
         self._interval_start = (0, 0)  # (env_steps, inference_calls) at the last take_interval
 
+    def state(self) -> dict:
+        """The counters and the last 100 episodes, for a checkpoint."""
+        with self._lock:
+            return {"env_steps": self.env_steps, "episodes": self.episodes, "learner_steps": self.learner_steps,
+                    "eval_episodes": self.eval_episodes, "elapsed_s": time.monotonic() - self.start,
+                    "returns": list(self._returns), "lengths": list(self._lengths),
+                    "eval_returns": list(self._eval_returns)}
+
+    def restore(self, state: dict) -> None:
+        """Continues from a checkpoint's `state()`: counters, episode windows and elapsed time."""
+        with self._lock:
+            self.env_steps, self.episodes = state["env_steps"], state["episodes"]
+            self.learner_steps, self.eval_episodes = state["learner_steps"], state["eval_episodes"]
+            self.start = time.monotonic() - state["elapsed_s"]
+            self._returns.extend(state["returns"])
+            self._lengths.extend(state["lengths"])
+            self._eval_returns.extend(state["eval_returns"])
+            self._interval_start = (self.env_steps, self.inference_calls)
+
     def add_inference(self, num_envs: int, returns: np.ndarray, lengths: np.ndarray, evaluation: np.ndarray) -> None:
         with self._lock:
             self.env_steps += num_envs
@@ -132,8 +151,8 @@ class Reporter:
         self.queue_depth = queue_depth
         self.writer = summary_writer
         self._last_time = time.monotonic()
-        self._last_steps = 0
-        self._last_learner_steps = 0
+        self._last_steps = metrics.env_steps  # a resumed run continues its counters
+        self._last_learner_steps = metrics.learner_steps
         self.csv_path = logdir / "progress.csv"
         if not self.csv_path.exists():
             self.csv_path.write_text(self.CSV_COLUMNS)

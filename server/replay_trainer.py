@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 
 from actor_client.threads import name_this_thread
@@ -62,8 +63,19 @@ class ReplayTrainer(threading.Thread):
         )
         self.stopping = threading.Event()
         self.error: BaseException | None = None
+        self.lock = threading.Lock()  # held while the replay or the variables change (checkpoints wait)
         self.inserted = 0
         self.trained = 0
+
+    def replay_arrays(self) -> dict[str, np.ndarray]:
+        """The replay and the replay-ratio counters as arrays (call with `lock` held)."""
+        return {**self.replay.to_arrays(), "trainer/inserted": np.asarray(self.inserted),
+                "trainer/trained": np.asarray(self.trained)}
+
+    def restore_replay(self, arrays: dict[str, np.ndarray]) -> None:
+        """Loads what `replay_arrays` gave; raises ValueError if it does not fit this replay."""
+        self.replay.load_arrays({k: v for k, v in arrays.items() if not k.startswith("trainer/")})
+        self.inserted, self.trained = int(arrays["trainer/inserted"]), int(arrays["trainer/trained"])
 
     def _may_train(self) -> bool:
         return (
@@ -76,10 +88,11 @@ class ReplayTrainer(threading.Thread):
         while chunk is not None:
             if not len(self.replay):
                 check_replay_fits(chunk, self.config.replay_capacity)
-            with tf.device(self.device):
-                priorities = self.agent.initial_priorities({k: v for k, v in chunk.items() if k != "state"})
-            self.replay.add(chunk, priorities.numpy())
-            self.inserted += len(priorities)
+            with self.lock:
+                with tf.device(self.device):
+                    priorities = self.agent.initial_priorities({k: v for k, v in chunk.items() if k != "state"})
+                self.replay.add(chunk, priorities.numpy())
+                self.inserted += len(priorities)
             chunk = self.queue.get_chunk(0.0)
 
     def run(self) -> None:
@@ -89,11 +102,12 @@ class ReplayTrainer(threading.Thread):
                 self._insert(0.0 if self._may_train() else 0.5)
                 if not self._may_train():
                     continue
-                indices, weights, batch = self.replay.sample(self.agent.batch_size)
-                with tf.device(self.device):
-                    out = self.agent.learn(batch, weights)
-                self.replay.update_priorities(indices, out.pop("priorities").numpy())
-                self.trained += self.agent.batch_size
+                with self.lock:
+                    indices, weights, batch = self.replay.sample(self.agent.batch_size)
+                    with tf.device(self.device):
+                        out = self.agent.learn(batch, weights)
+                    self.replay.update_priorities(indices, out.pop("priorities").numpy())
+                    self.trained += self.agent.batch_size
                 losses = {k: float(v) for k, v in out.items()}
                 losses["replay/size"] = float(len(self.replay))
                 losses["replay/bytes_per_step"] = self.replay.bytes_per_step(self.config.unroll_length)

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -65,6 +66,9 @@ def seedfleet(*args: str) -> list[str]:
 
 
 def start_learner(*args: str, address: str = "127.0.0.1:0") -> tuple[Proc, str]:
+    """A learner on loopback; without --logdir it gets a new temporary one (no stray checkpoints)."""
+    if "--logdir" not in args:
+        args = (*args, "--logdir", tempfile.mkdtemp(prefix="seedfleet-test-"))
     proc = Proc(seedfleet("learner", "--address", address, "--progress-interval-s", "1", *args))
     address = proc.wait_for(r"listening on (\S+),", timeout=120).group(1)
     return proc, address

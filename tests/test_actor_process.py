@@ -40,8 +40,8 @@ def test_seedfleet_actor_never_loads_tensorflow():
     assert "grpc" in out.stderr or "learner" in out.stderr  # it did try to reach the learner
 
 
-def test_actor_reconnects_after_the_learner_restarts(procs):
-    learner, address = start_learner("--env", "CartPole-v1")
+def test_actor_reconnects_after_the_learner_restarts(procs, tmp_path):
+    learner, address = start_learner("--env", "CartPole-v1", "--logdir", str(tmp_path))
     procs.append(learner)
     actor = Proc(seedfleet("actor", "--learner", address, "--envs", "4", "--reconnect-max-s", "0.5"))
     procs.append(actor)
@@ -51,7 +51,7 @@ def test_actor_reconnects_after_the_learner_restarts(procs):
 
     mark = len(actor.lines)
     actor.wait_for("UNAVAILABLE", start=mark)  # it noticed
-    again = Proc(seedfleet("learner", "--address", address, "--progress-interval-s", "1"))
+    again = Proc(seedfleet("learner", "--address", address, "--progress-interval-s", "1", "--logdir", str(tmp_path)))
     procs.append(again)
     again.wait_for("actor connected", timeout=120)
     again.wait_for(r"^frames [1-9]")  # and steps flow again

@@ -1,0 +1,140 @@
+"""`seedfleet eval`: a checkpoint's policy played locally, with a video of its first episode.
+
+    seedfleet eval --checkpoint runs/cartpole-seed0 --episodes 100 --video cartpole.gif
+
+The agent is rebuilt from the setup the checkpoint recorded (env, algo, network) and acts
+with its greedy policy (`--epsilon` mixes in uniform random actions, 0.001 being the
+usual Atari evaluation). Envs are made as actors make them. Each env plays its share of
+the episodes, so short episodes are not over-counted. The video shows env 0's first
+episode: the rendered screen, or for Atari the 84x84 frames the agent sees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from actor_client.envs import EnvBatch, atari_settings
+from algorithms.networks import NetworkConfig
+from seedfleet.v1 import actor_learner_pb2 as pb
+from server.checkpoint import newest_checkpoint
+from server.learner import ALGO_CONFIGS, LearnerConfig, compute_device, env_config_for, make_agent
+
+log = logging.getLogger("seedfleet.eval")
+
+
+@dataclass
+class EvalConfig:
+    checkpoint: str = ""  # a checkpoint directory, or a log dir (its newest checkpoint)
+    episodes: int = 10  # episodes to play
+    envs: int = 8  # envs stepped together
+    epsilon: float = 0.0  # probability of a uniform random action (0: greedy)
+    seed: int = 12345  # seeds the envs and the random actions
+    video: str = ""  # write env 0's first episode here (.gif or .mp4)
+    video_fps: int = 30  # frames per second of the video
+
+
+@dataclass
+class LoadedPolicy:
+    agent: object
+    env_config: pb.EnvConfig
+    checkpoint: Path
+    device: str
+
+
+def load_policy(path: str | Path) -> LoadedPolicy:
+    """The agent of a checkpoint (or a log dir's newest), rebuilt from its recorded setup."""
+    checkpoint = newest_checkpoint(Path(path))
+    setup = json.loads((checkpoint / "state.json").read_text())["setup"]
+    learner_fields = {f.name for f in dataclasses.fields(LearnerConfig)}
+    learner = LearnerConfig(**{k: v for k, v in setup["learner"].items() if k in learner_fields})
+    algo = ALGO_CONFIGS[setup["algo"]](**setup["agent"])
+    network = NetworkConfig(**{**setup["network"], "mlp_sizes": tuple(setup["network"]["mlp_sizes"])})
+    env_config, _ = env_config_for(learner)
+    device = compute_device()
+    with tf.device(device):
+        agent = make_agent(learner, algo, network, env_config, device)
+    tf.train.Checkpoint(**agent.checkpointed()).read(str(checkpoint / "variables")).assert_existing_objects_matched()
+    return LoadedPolicy(agent, env_config, checkpoint, device)
+
+
+def _screen(envs: EnvBatch, observations: np.ndarray) -> np.ndarray:
+    """Env 0's picture: its render, or (Atari) its grey observation scaled up, as RGB uint8."""
+    if envs.is_atari:
+        frame = np.repeat(np.repeat(observations[0], 3, axis=0), 3, axis=1)
+        return np.stack([frame] * 3, axis=-1)
+    return np.asarray(envs.env.envs[0].render(), np.uint8)
+
+
+def play(policy: LoadedPolicy, config: EvalConfig) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Plays `config.episodes` episodes; returns their returns and env 0's first episode's frames."""
+    n = max(1, min(config.envs, config.episodes))
+    quota = np.full(n, config.episodes // n) + (np.arange(n) < config.episodes % n)
+    env_id = policy.env_config.env_id
+    envs = EnvBatch(env_id, n, atari_settings(env_id), render_mode="rgb_array" if config.video else None)
+    rng = np.random.default_rng(config.seed)
+    agent, returns, frames = policy.agent, [], []
+    try:
+        batch = envs.reset([config.seed + i for i in range(n)])
+        state = agent.initial_state(n)
+        env_ids = np.arange(n, dtype=np.int32)
+        running, finished = np.zeros(n), np.zeros(n, int)
+        recording = bool(config.video)
+        while (finished < quota).any():
+            if recording:
+                frames.append(_screen(envs, batch.observations))
+            with tf.device(policy.device):
+                actions, _, state = agent.policy(batch.observations, batch.rewards, batch.first, env_ids, state)
+            actions = actions.numpy()
+            explore = rng.random(n) < config.epsilon
+            actions[explore] = rng.integers(envs.num_actions, size=int(explore.sum()))
+            batch = envs.step(actions)
+            running += batch.rewards
+            for i in np.flatnonzero(batch.terminated | batch.truncated):
+                if finished[i] < quota[i]:
+                    returns.append(running[i])
+                    finished[i] += 1
+                running[i] = 0.0
+                if i == 0 and recording:
+                    frames.append(_screen(envs, batch.observations))
+                    recording = False
+    finally:
+        envs.close()
+    return np.asarray(returns), frames
+
+
+def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
+    import imageio.v2 as imageio
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".gif":
+        imageio.mimsave(path, frames, duration=1000 / fps, loop=0)
+    elif path.suffix == ".mp4":
+        imageio.mimsave(path, frames, fps=fps, macro_block_size=1)
+    else:
+        raise ValueError(f"--video must end in .gif or .mp4, got {path.name}")
+
+
+def main(config: EvalConfig) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if config.episodes < 1:
+        raise SystemExit("seedfleet eval: --episodes must be at least 1")
+    if not config.checkpoint:
+        raise SystemExit("seedfleet eval: --checkpoint is required")
+    if config.video and Path(config.video).suffix not in (".gif", ".mp4"):
+        raise SystemExit(f"seedfleet eval: --video must end in .gif or .mp4, got {config.video}")
+    policy = load_policy(config.checkpoint)
+    returns, frames = play(policy, config)
+    print(f"{policy.env_config.env_id} from {policy.checkpoint}: {len(returns)} episodes, "
+          f"mean return {returns.mean():.2f}, std {returns.std():.2f}, min {returns.min():.1f}, "
+          f"max {returns.max():.1f}", flush=True)
+    if config.video:
+        write_video(Path(config.video), frames, config.video_fps)
+        print(f"video of the first episode ({len(frames)} frames): {config.video}", flush=True)
+    return 0

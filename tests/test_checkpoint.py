@@ -1,0 +1,136 @@
+"""Checkpoint files: atomic saves, pruning, damaged ones skipped, setups that do not match."""
+
+import errno
+import json
+import logging
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from algorithms.replay import PrioritizedReplay
+from server.checkpoint import CheckpointMismatch, CheckpointStore, LearnerCheckpoints, newest_checkpoint
+from server.metrics import Metrics
+
+
+class Weights(tf.Module):
+    def __init__(self, value: float):
+        super().__init__()
+        self.w = tf.Variable(tf.fill([4, 3], value))
+        self.step = tf.Variable(0, dtype=tf.int64)
+
+
+def _saved(store: CheckpointStore, value: float, frames: int, arrays=None):
+    return store.save({"model": Weights(value)}, {"value": value}, frames, arrays)
+
+
+def _restore_value(store: CheckpointStore) -> tuple[float, dict]:
+    target = Weights(-1.0)
+    restored = store.restore_latest({"model": target}, check=lambda state: None)
+    assert restored is not None
+    return float(target.w[0, 0]), restored.state
+
+
+def test_the_newest_k_are_kept_and_the_newest_is_restored(tmp_path):
+    store = CheckpointStore(tmp_path, keep=2)
+    for i in range(4):
+        _saved(store, float(i), frames=100 * i)
+    assert len(store.complete()) == 2
+    value, state = _restore_value(store)
+    assert value == 3.0 and state["value"] == 3.0
+    assert newest_checkpoint(tmp_path) == store.complete()[0]
+
+
+def test_a_damaged_checkpoint_is_skipped_with_a_warning(tmp_path, caplog):
+    store = CheckpointStore(tmp_path, keep=3)
+    _saved(store, 1.0, 10)
+    newest = _saved(store, 2.0, 20)
+    data = next(newest.glob("variables.data-*"))
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # same size, one flipped byte: the checksum must catch it
+    data.write_bytes(bytes(raw))
+    with caplog.at_level(logging.WARNING, logger="seedfleet.checkpoint"):
+        value, _ = _restore_value(store)
+    assert value == 1.0
+    assert "skipping checkpoint" in caplog.text and newest.name in caplog.text
+
+    data.write_bytes(bytes(raw[:100]))  # truncated
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="seedfleet.checkpoint"):
+        assert _restore_value(store)[0] == 1.0
+    assert "bytes" in caplog.text
+
+
+def test_an_interrupted_save_leaves_nothing_and_the_next_start_cleans_up(tmp_path, monkeypatch):
+    store = CheckpointStore(tmp_path, keep=3)
+    _saved(store, 1.0, 10)
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        _saved(store, 2.0, 20, arrays={"x": np.zeros(3)})
+    monkeypatch.undo()
+    assert len(store.complete()) == 1 and not list(tmp_path.glob(".tmp-*"))
+
+    (tmp_path / ".tmp-ckpt-killed-mid-write").mkdir()  # as a SIGKILL during a save leaves it
+    assert _restore_value(store)[0] == 1.0
+    assert not list(tmp_path.glob(".tmp-*"))
+
+
+def test_replay_arrays_round_trip(tmp_path):
+    replay = PrioritizedReplay(8, seed=0)
+    items = {"observation": np.arange(5 * 3, dtype=np.uint8).reshape(5, 3),
+             "state": {"lstm_h": np.ones((5, 2), np.float32)}}
+    replay.add(items, np.arange(1, 6, dtype=np.float64))
+    store = CheckpointStore(tmp_path)
+    path = _saved(store, 1.0, 5, arrays=replay.to_arrays())
+    restored = store.restore_latest({"model": Weights(0.0)}, check=lambda state: None)
+    assert restored.path == path
+    again = PrioritizedReplay(8, seed=0)
+    again.load_arrays(restored.arrays)
+    assert len(again) == 5 and again.next_index == replay.next_index
+    np.testing.assert_array_equal(again.storage["observation"], replay.storage["observation"])
+    np.testing.assert_array_equal(again.storage["state"]["lstm_h"], replay.storage["state"]["lstm_h"])
+    np.testing.assert_array_equal(again.tree.nodes, replay.tree.nodes)
+    with pytest.raises(ValueError, match="holds 8 sequences"):
+        PrioritizedReplay(16).load_arrays(restored.arrays)
+
+
+class _Agent:
+    def __init__(self, value: float):
+        self.model = Weights(value)
+
+    def checkpointed(self):
+        return {"model": self.model}
+
+
+class _Trainer:
+    def __init__(self):
+        import threading
+
+        self.lock = threading.Lock()
+
+
+def _setup(env: str) -> dict:
+    return {"env": env, "algo": "vtrace", "network": {"torso": "auto", "compute_dtype": "float32"}}
+
+
+def test_learner_checkpoints_carry_the_counters_and_refuse_another_setup(tmp_path):
+    metrics = Metrics(frame_skip=4)
+    metrics.add_inference(10, np.array([3.0]), np.array([7]), np.array([False]))
+    store = CheckpointStore(tmp_path)
+    saver = LearnerCheckpoints(store, _Agent(5.0), _Trainer(), metrics, _setup("Pong"), with_replay=False)
+    path = saver.save()
+    assert json.loads((path / "state.json").read_text())["metrics"]["env_steps"] == 10
+
+    resumed = Metrics(frame_skip=4)
+    agent = _Agent(0.0)
+    other_dtype = {**_setup("Pong"), "network": {"torso": "auto", "compute_dtype": "bfloat16"}}
+    assert LearnerCheckpoints(store, agent, _Trainer(), resumed, other_dtype, False).restore() is not None
+    assert float(agent.model.w[0, 0]) == 5.0
+    assert resumed.frames == 40 and resumed.episodes == 1 and resumed.mean_return() == 3.0
+
+    with pytest.raises(CheckpointMismatch, match="--fresh"):
+        LearnerCheckpoints(store, _Agent(0.0), _Trainer(), Metrics(4), _setup("Breakout"), False).restore()

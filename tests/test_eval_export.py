@@ -1,0 +1,92 @@
+"""`seedfleet eval` and `seedfleet export` on checkpoints the learner's own code wrote."""
+
+import re
+import threading
+import types
+
+import imageio.v2 as imageio
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import Proc, seedfleet
+
+from algorithms.networks import NetworkConfig
+from algorithms.r2d2 import VECTOR_OBSERVATION_DEFAULTS
+from server.checkpoint import CheckpointStore, LearnerCheckpoints
+from server.learner import ALGO_CONFIGS, LearnerConfig, env_config_for, make_agent, run_setup
+from server.metrics import Metrics
+
+
+def _checkpoint(logdir, algo: str):
+    """An agent with weights moved off their initial values, saved as the learner saves."""
+    config = LearnerConfig(env="CartPole-v1", algo=algo, logdir=str(logdir))
+    algo_config = ALGO_CONFIGS[algo](**(VECTOR_OBSERVATION_DEFAULTS if algo == "r2d2" else {}))
+    network = NetworkConfig()
+    env_config, _ = env_config_for(config)
+    agent = make_agent(config, algo_config, network, env_config, "/CPU:0")
+    rng = np.random.default_rng(1)
+    for module in agent.checkpointed().values():
+        for variable in getattr(module, "trainable_variables", ()):
+            variable.assign_add(rng.normal(0, 0.3, variable.shape).astype(np.float32))
+    trainer = types.SimpleNamespace(lock=threading.Lock())
+    store = CheckpointStore(logdir / "checkpoints")
+    path = LearnerCheckpoints(store, agent, trainer, Metrics(1), run_setup(config, algo_config, network), False).save()
+    return agent, path
+
+
+@pytest.mark.parametrize("algo", ["vtrace", "r2d2"])
+def test_the_exported_saved_model_acts_as_the_learner_does(tmp_path, algo):
+    agent, _ = _checkpoint(tmp_path / "run", algo)
+    out = tmp_path / "exported"
+    export = Proc(seedfleet("export", "--checkpoint", str(tmp_path / "run"), "--out", str(out)))
+    assert export.popen.wait(timeout=120) == 0, export.output()[-3000:]
+
+    serving = tf.saved_model.load(str(out)).signatures
+    rng = np.random.default_rng(0)
+    batch = 16
+    state = agent.initial_state(batch)
+    exported_state = {k: v for k, v in serving["initial_state"](batch_size=tf.constant(batch)).items()} \
+        if algo == "r2d2" else {}
+    assert set(exported_state) == {f"state_{k}" for k in state}
+    first = np.ones(batch, bool)
+    reward = np.zeros(batch, np.float32)
+    differing = 0
+    for _ in range(5):  # a few steps, feeding the state back
+        obs = rng.normal(0, 1, (batch, 4)).astype(np.float32)
+        actions, logits, state = agent.policy(obs, reward, first, np.zeros(batch, np.int32), state)
+        if algo == "r2d2":
+            out_ = serving["serving_default"](observation=obs, first=first, reward=reward, **exported_state)
+            exported_state = {k: v for k, v in out_.items() if k.startswith("state_")}
+        else:
+            out_ = serving["serving_default"](observation=obs)
+        np.testing.assert_array_equal(out_["action"].numpy(), actions.numpy())
+        np.testing.assert_allclose(out_["logits"].numpy(), logits.numpy(), rtol=1e-5, atol=1e-5)
+        differing += len(np.unique(actions.numpy())) > 1
+        first, reward = np.zeros(batch, bool), rng.normal(0, 1, batch).astype(np.float32)
+    assert differing > 0  # the comparison saw more than one action
+
+
+@pytest.mark.parametrize("suffix", [".mp4", ".gif"])
+def test_eval_plays_episodes_and_writes_a_video(tmp_path, suffix):
+    _checkpoint(tmp_path / "run", "vtrace")
+    video = tmp_path / f"first{suffix}"
+    run = Proc(seedfleet("eval", "--checkpoint", str(tmp_path / "run"), "--episodes", "5", "--envs", "2",
+                         "--video", str(video)))
+    assert run.popen.wait(timeout=120) == 0, run.output()[-3000:]
+    found = re.search(r"(\d+) episodes, mean return ([\d.]+), std ([\d.]+)", run.output())
+    assert found and int(found.group(1)) == 5 and float(found.group(2)) >= 8  # CartPole pays 1 a step
+    frames = imageio.mimread(video, memtest=False)
+    length = int(re.search(r"video of the first episode \((\d+) frames\)", run.output()).group(1))
+    assert length >= 9 and frames[0].shape == (400, 600, 3)
+    if suffix == ".mp4":
+        assert len(frames) == length
+    else:  # a GIF merges frames that repeat the one before (a cart moving less than a pixel)
+        assert 1 < len(frames) <= length
+    assert len({frame.tobytes() for frame in frames[:10]}) > 1  # the pole moves
+
+
+def test_eval_refuses_a_video_it_cannot_write(tmp_path):
+    _checkpoint(tmp_path / "run", "vtrace")
+    run = Proc(seedfleet("eval", "--checkpoint", str(tmp_path / "run"), "--video", str(tmp_path / "x.avi")))
+    assert run.popen.wait(timeout=60) != 0
+    assert "must end in .gif or .mp4" in run.output()

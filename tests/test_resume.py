@@ -1,0 +1,84 @@
+"""A learner killed mid-training resumes from its newest checkpoint; its actors come back by
+themselves; counters continue; SIGTERM writes a last checkpoint and exits 0 quickly."""
+
+import json
+import re
+import signal
+import time
+
+import pytest
+import tensorflow as tf
+from conftest import Proc, seedfleet, start_learner
+
+from server.checkpoint import CheckpointStore
+
+
+def _all_checkpoints_read_back(directory) -> list[dict]:
+    """Every checkpoint left in `directory` has its files whole and its tensors' checksums right."""
+    states = []
+    for path in CheckpointStore(directory).complete():
+        state = json.loads((path / "state.json").read_text())
+        for name, size in state["files"].items():
+            assert (path / name).stat().st_size == size, (path, name)
+        reader = tf.train.load_checkpoint(str(path / "variables"))
+        for key in reader.get_variable_to_shape_map():
+            reader.get_tensor(key)  # raises on a checksum mismatch
+        states.append(state)
+    return states
+
+
+def _wait_for_frames_above(learner: Proc, frames: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = [int(m.group(1).replace(",", "")) for line in list(learner.lines)
+                if (m := re.match(r"frames ([\d,]+)", line))]
+        if seen and max(seen) > frames:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"frames did not pass {frames}:\n{learner.output()[-3000:]}")
+
+
+@pytest.mark.parametrize("algo_args", [["--algo", "vtrace"], ["--algo", "r2d2", "--checkpoint-replay"]],
+                         ids=["vtrace", "r2d2"])
+def test_a_killed_learner_resumes_from_its_newest_checkpoint(procs, tmp_path, algo_args):
+    args = ["--env", "CartPole-v1", *algo_args, "--logdir", str(tmp_path), "--checkpoint-interval-s", "1"]
+    learner, address = start_learner(*args)
+    procs.append(learner)
+    actors = [Proc(seedfleet("actor", "--learner", address, "--envs", "4", "--reconnect-max-s", "0.5"))
+              for _ in range(2)]
+    procs.extend(actors)
+    learner.wait_for(r"learner steps [1-9]", timeout=120)
+    mark = len(learner.lines)
+    learner.wait_for(r"saved ckpt-", start=mark, timeout=30)  # one saved after training began
+    learner.stop(signal.SIGKILL)
+
+    saved = CheckpointStore(tmp_path / "checkpoints").complete()[0]
+    state = json.loads((saved / "state.json").read_text())
+    assert state["metrics"]["learner_steps"] > 0 and state["metrics"]["env_steps"] > 0
+
+    again = Proc(seedfleet("learner", "--address", address, "--progress-interval-s", "1", *args))
+    procs.append(again)
+    restored = again.wait_for(r"restored (ckpt-\S+): (\d+) frames, (\d+) learner steps(.*)", timeout=120)
+    assert restored.group(1) == saved.name
+    assert int(restored.group(2)) == state["metrics"]["env_steps"]  # CartPole: a frame per step
+    if "r2d2" in algo_args:
+        assert re.search(r"replay of [1-9]", restored.group(4))
+    frames_at_restore = int(restored.group(2))
+    _wait_for_frames_above(again, frames_at_restore)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(
+            sum("connected to" in line for line in actor.lines) < 2 for actor in actors):
+        time.sleep(0.2)
+    for actor in actors:
+        assert actor.popen.poll() is None
+        assert sum("connected to" in line for line in actor.lines) == 2, actor.output()[-2000:]
+
+    signalled = time.monotonic()
+    again.popen.send_signal(signal.SIGTERM)
+    assert again.popen.wait(timeout=10) == 0, again.output()[-3000:]
+    assert time.monotonic() - signalled < 10
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["env_steps"] > frames_at_restore
+    states = _all_checkpoints_read_back(tmp_path / "checkpoints")
+    assert states[0]["metrics"]["env_steps"] >= summary["env_steps"]  # the last one was saved at the stop
+    assert states[0]["metrics"]["learner_steps"] >= state["metrics"]["learner_steps"]
