@@ -131,3 +131,16 @@ def test_algo_and_env_come_from_env_vars_too(monkeypatch, capsys):
         main(["learner", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert "--burn-in BURN_IN rows that only warm up the LSTM (default: 40)" in help_text
+
+
+def test_launched_actors_take_their_settings_from_the_launcher_alone(monkeypatch):
+    """`seedfleet run` gives its actors what it means on their command lines; SEEDFLEET_* does not leak in."""
+    import os
+
+    from actor_client.parent import PARENT_PID_ENV, launched_env
+
+    monkeypatch.setenv("SEEDFLEET_EVALUATION", "1")
+    monkeypatch.setenv("SEEDFLEET_ENVS", "3")
+    env = launched_env()
+    assert not [name for name in env if name.startswith("SEEDFLEET_") and name != PARENT_PID_ENV]
+    assert env[PARENT_PID_ENV] == str(os.getpid()) and env["PATH"] == os.environ["PATH"]
