@@ -10,7 +10,7 @@ RUN_DEFAULT := --env CartPole-v1 --algo vtrace --target-return 475 --max-frames 
 	--seed $(SEED) --logdir runs/cartpole-seed$(SEED) --fresh
 
 # `make bench`: the Pong default three times, a sweep over actor counts, then BENCHMARKS.md.
-BENCH_ARGS ?= --env ALE/Pong-v5 --actors 2 --envs-per-actor 32 --seconds 30
+BENCH_ARGS ?= --env ALE/Pong-v5 --actors 4 --envs-per-actor 64 --env-threads 1 --seconds 30
 BENCH_SWEEP ?= 1,2,4,8
 BENCH_DIR := runs/bench
 

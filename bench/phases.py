@@ -18,6 +18,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -49,6 +50,7 @@ class Setup:
     env_groups: int
     seconds: float
     warmup_s: float
+    env_threads: int = 0  # each actor's Atari vector env threads (0: one per core)
 
 
 def _rates(env_steps: float, seconds: float, frame_skip: int) -> dict:
@@ -60,7 +62,8 @@ def env_phase(setup: Setup) -> dict:
     """The environment ceiling: the same number of actor processes, random actions."""
     command = [sys.executable, "-m", "actor_client.ceiling", "--env", setup.learner.env,
                "--envs", str(setup.envs_per_actor), "--seconds", str(setup.seconds),
-               "--warmup-s", str(setup.warmup_s), "--env-groups", str(setup.env_groups)]
+               "--warmup-s", str(setup.warmup_s), "--env-groups", str(setup.env_groups),
+               "--env-threads", str(setup.env_threads)]
     procs = [start_child([*command, "--seed", str(i)], stdout=subprocess.PIPE, text=True)
              for i in range(setup.actors)]
     results = []
@@ -196,14 +199,15 @@ def _latencies_ms(files: list[Path], start_wall: float, end_wall: float) -> np.n
 def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
     """Learner (in this process) and actor processes, measured after the warm-up; `train`
     off is serve mode."""
-    learner = dataclasses.replace(setup.learner, train=train, logdir=str(workdir / ("train" if train else "serve")))
-    files = [workdir / f"round-trips-{'train' if train else 'serve'}-{i}.json" for i in range(setup.actors)]
+    phase_dir = Path(tempfile.mkdtemp(prefix=f"{'train' if train else 'serve'}-{setup.actors}-actors-", dir=workdir))
+    learner = dataclasses.replace(setup.learner, train=train, logdir=str(phase_dir), fresh=True)
+    files = [phase_dir / f"round-trips-{i}.json" for i in range(setup.actors)]
     actors: list[subprocess.Popen] = []
 
     def start_actors(address: str) -> None:
         for path in files:
             command = [*actor_command(address, setup.envs_per_actor, env_groups=setup.env_groups),
-                       "--round-trips-file", str(path),
+                       "--round-trips-file", str(path), "--env-threads", str(setup.env_threads),
                        "--log-interval-s", "0"]
             actors.append(start_child(command))
 
@@ -232,7 +236,11 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
         for proc in actors:
             proc.terminate()
         for proc in actors:
-            proc.wait(timeout=30)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # still building its envs, say: SIGTERM waits for that
+                proc.kill()
+                proc.wait()
     if summary["stop_reason"] != "measured":
         raise RuntimeError(f"the {'train' if train else 'serve'} phase stopped early: {summary['stop_reason']}")
     start, end = marks["start"], marks["end"]

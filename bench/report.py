@@ -139,6 +139,10 @@ def markdown(runs: list[dict], sweep: dict | None = None, plot: str = "") -> str
         f"**serve_vs_bound {r['serve_vs_bound']:.3f}, train_vs_bound {r['train_vs_bound']:.3f}** "
         f"(serve/train per run: {per_run}).",
     ]
+    if all("before" in x["env"] for x in runs):
+        drift = ", ".join(f"{x['env']['before']['env_steps_per_s']:,.0f}/{x['env']['after']['env_steps_per_s']:,.0f}"
+                          for x in runs)
+        lines.append(f"Env ceiling before/after serve, per run: {drift} env steps/s (the table has their mean).")
     if sweep is not None:
         lines += sweep_markdown(sweep, plot)
     return "\n".join(lines)

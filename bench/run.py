@@ -1,6 +1,7 @@
 """`seedfleet bench`: the system's frames/s beside the ceilings it shares the machine with.
 
-Phases run one after the other (see bench/phases.py). Two bounds turn them into ratios:
+Phases run one after the other (see bench/phases.py); in `--mode all` the env ceiling is
+measured before and after serve and their mean is used. Two bounds turn them into ratios:
 when envs and inference share the same cores, a step costs 1/env + 1/model seconds at
 best, so serve can reach at most 1 / (1/env + 1/model); training adds 1/train_only, the
 train-step cost per env step, so train can reach at most 1 / (1/env + 1/model + 1/train_only).
@@ -28,9 +29,10 @@ MODES = ("env", "serve", "train", "all")
 class BenchConfig:
     env: str = "ALE/Pong-v5"  # the env every phase runs
     algo: str = "vtrace"  # the agent: vtrace or r2d2
-    actors: int = 2  # actor processes
-    envs_per_actor: int = 32  # envs hosted by each actor
+    actors: int = 4  # actor processes
+    envs_per_actor: int = 64  # envs hosted by each actor
     env_groups: int = 1  # Atari: each actor steps its envs in this many groups (see seedfleet actor)
+    env_threads: int = 1  # Atari: each actor's vector-env threads (0: one per core)
     seconds: float = 30.0  # measured seconds per phase, after its warm-up
     warmup_s: float = 10.0  # seconds of warm-up before each phase is measured
     mode: str = "all"  # env, serve, train, or all (all phases, with the bounds and ratios)
@@ -46,6 +48,14 @@ def bound(*rates: float) -> float:
     return 1.0 / sum(1.0 / r for r in rates)
 
 
+def bracketed(before: dict, after: dict) -> dict:
+    """One phase measured before and after another: the mean of each figure, so a steady drift
+    in the machine's speed (a shared VM's, over minutes) cancels out of the ratio; both kept."""
+    mean = {key: round((value + after[key]) / 2, 2) for key, value in before.items()
+            if isinstance(value, float) and isinstance(after.get(key), float)}
+    return {**before, **mean, "before": before, "after": after}
+
+
 def _setup(config: BenchConfig, actors: int, task_defaults: dict) -> Setup:
     algo_cls = ALGO_CONFIGS[config.algo]
     names = {f.name for f in dataclasses.fields(algo_cls)}
@@ -55,7 +65,7 @@ def _setup(config: BenchConfig, actors: int, task_defaults: dict) -> Setup:
                             inference_batch_size=config.inference_batch_size,
                             inference_timeout_ms=config.inference_timeout_ms)
     return Setup(learner, algo, NetworkConfig(), actors, config.envs_per_actor, config.env_groups, config.seconds,
-                 config.warmup_s)
+                 config.warmup_s, config.env_threads)
 
 
 def measure(config: BenchConfig, task_defaults: dict, workdir: Path) -> dict:
@@ -67,7 +77,8 @@ def measure(config: BenchConfig, task_defaults: dict, workdir: Path) -> dict:
         results["env"] = env_phase(setup)
     if config.mode in ("serve", "all"):
         results["serve"] = system_phase(setup, workdir, train=False)
-    if config.mode == "all":
+    if config.mode == "all":  # the env ceiling again: serve sits between its two measurements
+        results["env"] = bracketed(results["env"], env_phase(setup))
         results["model"] = model_phase(setup, max(1, round(results["serve"]["mean_inference_batch"])))
         results["train_only"] = train_only_phase(setup)
     if config.mode in ("train", "all"):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from actor_client.parent import launched_env
 from algorithms.networks import NetworkConfig
+from server.checkpoint import CheckpointMismatch
 from server.learner import AlgoConfig, LearnerConfig, exit_code, serve
 from server.metrics import Metrics
 
@@ -93,6 +94,9 @@ def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: AlgoConfig, ne
     fleet = Fleet(launch)
     try:
         summary = asyncio.run(serve(learner, algo, network, on_ready=fleet.start, stop_when=fleet.check))
+    except CheckpointMismatch as error:
+        log.error("%s", error)
+        return 2
     finally:
         fleet.stop()
     return exit_code(learner, summary)

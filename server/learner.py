@@ -37,7 +37,7 @@ from algorithms.r2d2_agent import R2D2Agent
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from server.batcher import DynamicBatcher
-from server.checkpoint import CheckpointStore, LearnerCheckpoints
+from server.checkpoint import CheckpointMismatch, CheckpointStore, LearnerCheckpoints
 from server.env_slots import EnvSlots
 from server.health import add_health
 from server.inference import InferenceEngine
@@ -283,4 +283,8 @@ def exit_code(config: LearnerConfig, summary: dict) -> int:
 
 def main(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    return exit_code(config, asyncio.run(serve(config, algo_config, network)))
+    try:
+        return exit_code(config, asyncio.run(serve(config, algo_config, network)))
+    except CheckpointMismatch as error:
+        log.error("%s", error)
+        return 2

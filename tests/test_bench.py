@@ -9,12 +9,20 @@ from conftest import Proc, seedfleet
 
 from bench.report import main as report_main
 from bench.report import median_of, plot_sweep
-from bench.run import bound
+from bench.run import bound, bracketed
 
 
 def test_bound_is_the_rate_of_stages_sharing_the_cores():
     assert bound(1000.0, 1000.0) == pytest.approx(500.0)
     assert bound(3000.0, 6000.0, 2000.0) == pytest.approx(1000.0)
+
+
+def test_a_bracketed_phase_is_the_mean_of_before_and_after():
+    before = {"env_steps_per_s": 1000.0, "frames_per_s": 4000.0, "actors": 4, "steal_cores": 0.0}
+    after = {"env_steps_per_s": 1200.0, "frames_per_s": 4800.0, "actors": 4, "steal_cores": 0.5}
+    both = bracketed(before, after)
+    assert both["env_steps_per_s"] == 1100.0 and both["frames_per_s"] == 4400.0 and both["steal_cores"] == 0.25
+    assert both["actors"] == 4 and both["before"] == before and both["after"] == after
 
 
 def test_bench_all_modes_on_cartpole_writes_every_key(tmp_path):
@@ -39,6 +47,9 @@ def test_bench_all_modes_on_cartpole_writes_every_key(tmp_path):
     assert results["serve"]["learner_steps_per_s"] == 0
     assert results["train"]["learner_steps_per_s"] > 0 and results["train"]["samples_trained_per_s"] > 0
     assert results["model"]["batch_size"] == round(results["serve"]["mean_inference_batch"])
+    env = results["env"]
+    assert env["env_steps_per_s"] == pytest.approx(
+        (env["before"]["env_steps_per_s"] + env["after"]["env_steps_per_s"]) / 2, abs=0.01)
     serve_bound = bound(results["env"]["env_steps_per_s"], results["model"]["env_steps_per_s"])
     assert results["bounds"]["serve_env_steps_per_s"] == pytest.approx(serve_bound, rel=1e-3)
     assert results["ratios"]["serve_vs_bound"] == pytest.approx(

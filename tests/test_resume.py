@@ -82,3 +82,16 @@ def test_a_killed_learner_resumes_from_its_newest_checkpoint(procs, tmp_path, al
     states = _all_checkpoints_read_back(tmp_path / "checkpoints")
     assert states[0]["metrics"]["env_steps"] >= summary["env_steps"]  # the last one was saved at the stop
     assert states[0]["metrics"]["learner_steps"] >= state["metrics"]["learner_steps"]
+
+
+def test_checkpoints_of_another_env_stop_the_learner_with_a_clear_error(tmp_path):
+    from test_eval_export import _checkpoint
+
+    _checkpoint(tmp_path, "vtrace")  # CartPole
+    learner = Proc(seedfleet("learner", "--env", "Acrobot-v1", "--address", "127.0.0.1:0", "--logdir", str(tmp_path)))
+    assert learner.popen.wait(timeout=120) == 2, learner.output()[-2000:]
+    assert "written for env CartPole-v1, this learner runs Acrobot-v1: pass --fresh" in learner.output()
+    fresh = Proc(seedfleet("learner", "--env", "Acrobot-v1", "--address", "127.0.0.1:0", "--logdir", str(tmp_path),
+                           "--fresh", "--max-frames", "1"))
+    fresh.wait_for("listening on", timeout=120)
+    assert fresh.stop() == 0
