@@ -14,7 +14,28 @@ BENCH_ARGS ?= --env ALE/Pong-v5 --actors 4 --envs-per-actor 64 --env-threads 1 -
 BENCH_SWEEP ?= 1,2,4,8
 BENCH_DIR := runs/bench
 
-.PHONY: install proto test run learner actor lint clean bench
+# Images and a docker compose fleet (README, "Fleets with docker compose"): `make images [GPU=1]`,
+# `make fleet ACTORS=8 ENV=ALE/Pong-v5 [ALGO=... ENVS=... SEED=... PORT=...] [GPU=1]`, `make fleet-down`.
+# A variable given on make's command line becomes SEEDFLEET_<NAME> for compose; other SEEDFLEET_*
+# variables come from the environment.
+DOCKER ?= docker
+# COMPOSE=docker-compose for the standalone binary.
+COMPOSE ?= $(DOCKER) compose
+ACTORS ?= 2
+GPU ?= 0
+ifeq ($(GPU),1)
+LEARNER_EXTRA := gpu
+LEARNER_IMAGE := seedfleet-learner:gpu
+COMPOSE_FILES := -f deploy/docker-compose.yml -f deploy/docker-compose.gpu.yml
+else
+LEARNER_EXTRA := learner
+LEARNER_IMAGE := seedfleet-learner
+COMPOSE_FILES := -f deploy/docker-compose.yml
+endif
+FLEET_SETTINGS := ENV ALGO ENVS SEED PORT
+FLEET_ENV := $(strip $(foreach v,$(FLEET_SETTINGS),$(if $(filter command line,$(origin $(v))),SEEDFLEET_$(v)='$($(v))')))
+
+.PHONY: install proto test run learner actor lint clean bench images fleet fleet-down
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -47,6 +68,17 @@ bench: $(STAMP)
 		--json $(BENCH_DIR)/sweep.json --plot BENCHMARKS-sweep.png
 	$(PY) -m bench.report BENCHMARKS.md --runs $(BENCH_DIR)/run1.json $(BENCH_DIR)/run2.json \
 		$(BENCH_DIR)/run3.json --sweep $(BENCH_DIR)/sweep.json --plot BENCHMARKS-sweep.png
+
+images:
+	$(DOCKER) build -f deploy/Dockerfile --target actor -t seedfleet-actor .
+	$(DOCKER) build -f deploy/Dockerfile --target learner --build-arg LEARNER_EXTRA=$(LEARNER_EXTRA) \
+		-t $(LEARNER_IMAGE) .
+
+fleet:
+	$(FLEET_ENV) $(COMPOSE) $(COMPOSE_FILES) up --detach --scale actor=$(ACTORS)
+
+fleet-down:
+	$(COMPOSE) $(COMPOSE_FILES) down
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

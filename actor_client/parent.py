@@ -8,11 +8,16 @@ import signal
 import sys
 
 PARENT_PID_ENV = "SEEDFLEET_PARENT_PID"
+SETTINGS_PREFIX = "SEEDFLEET_"  # flags' defaults from the environment (deploy.flags)
 
 
 def launched_env() -> dict[str, str]:
-    """The environment for a child that should end when this process ends."""
-    return {**os.environ, PARENT_PID_ENV: str(os.getpid())}
+    """The environment for a child that should end when this process ends.
+
+    It has no SEEDFLEET_* settings: the launcher gives its children every setting on their command lines.
+    """
+    kept = {key: value for key, value in os.environ.items() if not key.startswith(SETTINGS_PREFIX)}
+    return {**kept, PARENT_PID_ENV: str(os.getpid())}
 
 
 def exit_with_parent() -> None:

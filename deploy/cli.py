@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from deploy.flags import add_flags, from_flags
+from deploy.flags import ENV_HELP, add_flags, env_setting, from_flags
 
 COMMANDS = {
     "learner": "the learner server: central inference and training",
@@ -58,8 +58,8 @@ def _classes(command: str, algo: str) -> list:
 
 def _algo_and_env(argv: list[str]) -> tuple[str, str]:
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--algo", default="vtrace")
-    pre.add_argument("--env", default="CartPole-v1")
+    pre.add_argument("--algo", default=env_setting("algo", "") or "vtrace")
+    pre.add_argument("--env", default=env_setting("env", "") or "CartPole-v1")
     known = pre.parse_known_args(argv)[0]
     return known.algo, known.env
 
@@ -83,7 +83,7 @@ def task_defaults(command: str, algo: str, env: str) -> dict:
 
 
 def build_parser(command: str, algo: str = "vtrace", env: str = "CartPole-v1") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"seedfleet {command}", description=COMMANDS[command])
+    parser = argparse.ArgumentParser(prog=f"seedfleet {command}", description=COMMANDS[command], epilog=ENV_HELP)
     taken: set[str] = set()
     defaults = task_defaults(command, algo, env)
     for cls in _classes(command, algo):

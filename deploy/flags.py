@@ -1,7 +1,9 @@
 """Command-line flags made from config dataclasses, so each default is written once.
 
 Each field `some_name: type = default  # help` becomes `--some-name`, its help text the
-comment beside the field.
+comment beside the field. The environment variable SEEDFLEET_SOME_NAME, when set and not
+empty, replaces the flag's default: a flag given on the command line still wins over it,
+and it wins over the task's defaults and the dataclass's.
 """
 
 from __future__ import annotations
@@ -10,7 +12,53 @@ import argparse
 import dataclasses
 import inspect
 import math
+import os
 import re
+
+ENV_PREFIX = "SEEDFLEET_"
+TRUE_WORDS = ("1", "true", "yes")
+FALSE_WORDS = ("0", "false", "no")
+ENV_HELP = (
+    "Every flag --some-name takes its default from the environment variable SEEDFLEET_SOME_NAME when that is "
+    "set and not empty (bools: 1/0/true/false/yes/no; tuples: comma-separated); a flag given here still wins."
+)
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable of the flag for `field_name`: SEEDFLEET_SOME_NAME for some_name."""
+    return ENV_PREFIX + field_name.upper()
+
+
+def parse_setting(raw: str, like: object) -> object:
+    """`raw` read as a value of the same type as `like` (the flag's default); ValueError if it is not one."""
+    if isinstance(like, bool):
+        word = raw.strip().lower()
+        if word not in TRUE_WORDS + FALSE_WORDS:
+            raise ValueError(f"is not a bool (use one of {'/'.join(TRUE_WORDS + FALSE_WORDS)})")
+        return word in TRUE_WORDS
+    if isinstance(like, tuple):
+        return tuple(parse_setting(part, like[0]) for part in raw.split(","))
+    kind = type(like)
+    try:
+        return kind(raw.strip())
+    except ValueError:
+        raise ValueError(f"is not a valid {kind.__name__}") from None
+
+
+def env_setting(field_name: str, like: object) -> object | None:
+    """The value of SEEDFLEET_<FIELD_NAME> typed like `like`, or None when it is unset or empty.
+
+    A value that does not parse ends the program with a message naming the variable.
+    """
+    var = env_name(field_name)
+    raw = os.environ.get(var, "")
+    if not raw.strip():
+        return None
+    try:
+        return parse_setting(raw, like)
+    except ValueError as error:
+        flag = "--" + field_name.replace("_", "-")
+        raise SystemExit(f"seedfleet: environment variable {var}={raw!r} {error} (it sets {flag})") from None
 
 
 def _help_texts(cls) -> dict[str, str]:
@@ -21,7 +69,8 @@ def _help_texts(cls) -> dict[str, str]:
 def add_flags(parser: argparse.ArgumentParser, cls, taken: set[str], defaults: dict | None = None) -> None:
     """Adds one flag per field of dataclass `cls`; `taken` guards against name clashes.
 
-    `defaults` replaces some fields' defaults (the task's defaults, shown as such in --help).
+    `defaults` replaces some fields' defaults (the task's defaults, shown as such in --help);
+    a SEEDFLEET_* environment variable replaces both, and --help says so.
     """
     helps = _help_texts(cls)
     group = parser.add_argument_group(cls.__name__)
@@ -31,9 +80,14 @@ def add_flags(parser: argparse.ArgumentParser, cls, taken: set[str], defaults: d
         taken.add(field.name)
         flag = "--" + field.name.replace("_", "-")
         default = (defaults or {}).get(field.name, field.default)
-        help_text = helps.get(field.name, "")
+        from_env = env_setting(field.name, field.default)
+        if from_env is not None:
+            default = from_env
         shown = "unset" if isinstance(default, float) and math.isnan(default) else default
-        help_text = f"{help_text} (default: {shown})" if help_text else f"(default: {shown})"
+        if isinstance(default, tuple):
+            shown = " ".join(str(v) for v in default)
+        source = f", from {env_name(field.name)}" if from_env is not None else ""
+        help_text = f"{helps.get(field.name, '')} (default: {shown}{source})".lstrip()
         if isinstance(default, bool):
             group.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction,
                                default=default, help=help_text)

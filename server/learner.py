@@ -39,6 +39,7 @@ from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from server.batcher import DynamicBatcher
 from server.checkpoint import CheckpointMismatch, CheckpointStore, LearnerCheckpoints
 from server.env_slots import EnvSlots
+from server.health import add_health
 from server.inference import InferenceEngine
 from server.metrics import Metrics, Reporter, write_summary
 from server.replay_trainer import ReplayTrainer
@@ -197,6 +198,7 @@ async def serve(
     with spawned_threads_named("grpc"):  # gRPC's poller
         server = grpc.aio.server(options=CHANNEL_OPTIONS)
     pb_grpc.add_LearnerServicer_to_server(service, server)
+    health = await add_health(server)  # grpc.health.v1: SERVING from start to stop
     port = server.add_insecure_port(config.address)
     address = config.address if config.address.startswith("unix:") else f"localhost:{port}"
     if config.algo == "r2d2" and config.train:
@@ -216,6 +218,7 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
     batcher.start()
     await server.start()
+    await health.serving()
     trainer.start()
     log.info("listening on %s, logdir %s", address, logdir)
     if on_ready is not None:
@@ -253,6 +256,7 @@ async def serve(
         # signals the process and then its group) must not kill the teardown half way.
         trainer.stopping.set()
         queue.close()
+        await health.stopping()
         await server.stop(grace=1.0)
         await batcher.stop()
         await loop.run_in_executor(None, trainer.join, 10.0)

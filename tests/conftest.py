@@ -21,10 +21,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 class Proc:
     """A child process whose merged output is collected line by line in the background."""
 
-    def __init__(self, args: list[str], env: dict | None = None):
+    def __init__(self, args: list[str], env: dict | None = None, cwd: Path = ROOT):
         self.args = args
         self.popen = subprocess.Popen(
-            args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, **(env or {})},
         )
         self.lines: list[str] = []
@@ -72,6 +72,13 @@ def start_learner(*args: str, address: str = "127.0.0.1:0") -> tuple[Proc, str]:
     proc = Proc(seedfleet("learner", "--address", address, "--progress-interval-s", "1", *args))
     address = proc.wait_for(r"listening on (\S+),", timeout=120).group(1)
     return proc, address
+
+
+@pytest.fixture(autouse=True)
+def no_settings_from_the_environment(monkeypatch):
+    """Flags read SEEDFLEET_* variables (deploy.flags): tests start from none, whatever the shell has."""
+    for name in [name for name in os.environ if name.startswith("SEEDFLEET_")]:
+        monkeypatch.delenv(name)
 
 
 @pytest.fixture

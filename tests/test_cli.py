@@ -58,3 +58,89 @@ def test_r2d2_takes_task_defaults_that_flags_still_override():
     assert (given.burn_in, given.eval_actors) == (4, 0)
     assert build_parser("run", "vtrace", "CartPole-v1").parse_args([]).eval_actors == 0
     assert "(default: 10)" in build_parser("learner", "r2d2", "CartPole-v1").format_help()
+
+
+def one_line(parser) -> str:
+    """The parser's --help with its line wrapping undone."""
+    return " ".join(parser.format_help().split())
+
+
+def test_env_vars_set_defaults_and_given_flags_still_win(monkeypatch):
+    monkeypatch.setenv("SEEDFLEET_ENVS", "4")
+    monkeypatch.setenv("SEEDFLEET_LEARNER", "learner:9000")
+    monkeypatch.setenv("SEEDFLEET_RECONNECT_MAX_S", "2.5")
+    args = build_parser("actor").parse_args([])
+    assert (args.envs, args.learner, args.reconnect_max_s) == (4, "learner:9000", 2.5)
+    assert build_parser("actor").parse_args(["--envs", "8"]).envs == 8
+    monkeypatch.setenv("SEEDFLEET_ENVS", "")  # empty counts as unset
+    assert build_parser("actor").parse_args([]).envs == 32
+
+
+def test_env_vars_win_over_task_defaults(monkeypatch):
+    monkeypatch.setenv("SEEDFLEET_BURN_IN", "7")
+    monkeypatch.setenv("SEEDFLEET_EVAL_ACTORS", "0")
+    args = build_parser("run", "r2d2", "CartPole-v1").parse_args([])
+    assert (args.burn_in, args.eval_actors, args.n_step) == (7, 0, 3)  # n_step keeps its task default
+    assert "(default: 7, from SEEDFLEET_BURN_IN)" in one_line(build_parser("learner", "r2d2", "CartPole-v1"))
+
+
+@pytest.mark.parametrize("raw,value", [("1", True), ("TRUE", True), ("yes", True), ("0", False), ("False", False),
+                                       ("NO", False)])
+def test_bool_env_vars(monkeypatch, raw, value):
+    monkeypatch.setenv("SEEDFLEET_TRAIN", raw)
+    monkeypatch.setenv("SEEDFLEET_EVALUATION", raw)
+    assert build_parser("learner").parse_args([]).train is value
+    assert build_parser("actor").parse_args([]).evaluation is value
+    assert build_parser("actor").parse_args(["--no-evaluation"]).evaluation is False
+
+
+def test_tuple_and_float_env_vars_reach_the_configs(monkeypatch):
+    from algorithms.networks import NetworkConfig
+    from deploy.flags import from_flags
+    from server.learner import LearnerConfig
+
+    monkeypatch.setenv("SEEDFLEET_MLP_SIZES", "32, 16,8")
+    monkeypatch.setenv("SEEDFLEET_TARGET_RETURN", "19.5")
+    args = build_parser("learner").parse_args([])
+    assert from_flags(NetworkConfig, args).mlp_sizes == (32, 16, 8)
+    assert from_flags(LearnerConfig, args).target_return == 19.5
+    assert "(default: 32 16 8, from SEEDFLEET_MLP_SIZES)" in one_line(build_parser("learner"))
+
+
+@pytest.mark.parametrize("name,raw", [("SEEDFLEET_ENVS", "abc"), ("SEEDFLEET_EVALUATION", "maybe"),
+                                      ("SEEDFLEET_RECONNECT_MIN_S", "fast")])
+def test_a_bad_env_var_is_an_error_naming_it(monkeypatch, name, raw):
+    monkeypatch.setenv(name, raw)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["actor"])
+    message = str(exit_info.value.code)
+    assert name in message and repr(raw) in message, message
+
+
+def test_algo_and_env_come_from_env_vars_too(monkeypatch, capsys):
+    """The pre-parser reads SEEDFLEET_ALGO and SEEDFLEET_ENV: the agent's flags and task defaults follow them."""
+    monkeypatch.setenv("SEEDFLEET_ALGO", "r2d2")
+    monkeypatch.setenv("SEEDFLEET_ENV", "CartPole-v1")
+    with pytest.raises(SystemExit):
+        main(["learner", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--burn-in BURN_IN rows that only warm up the LSTM (default: 10)" in help_text, help_text
+    assert "(default: r2d2, from SEEDFLEET_ALGO)" in help_text and "SEEDFLEET_SOME_NAME" in help_text
+    monkeypatch.setenv("SEEDFLEET_ENV", "ALE/Pong-v5")  # Atari: the paper's values
+    with pytest.raises(SystemExit):
+        main(["learner", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--burn-in BURN_IN rows that only warm up the LSTM (default: 40)" in help_text
+
+
+def test_launched_actors_take_their_settings_from_the_launcher_alone(monkeypatch):
+    """`seedfleet run` gives its actors what it means on their command lines; SEEDFLEET_* does not leak in."""
+    import os
+
+    from actor_client.parent import PARENT_PID_ENV, launched_env
+
+    monkeypatch.setenv("SEEDFLEET_EVALUATION", "1")
+    monkeypatch.setenv("SEEDFLEET_ENVS", "3")
+    env = launched_env()
+    assert not [name for name in env if name.startswith("SEEDFLEET_") and name != PARENT_PID_ENV]
+    assert env[PARENT_PID_ENV] == str(os.getpid()) and env["PATH"] == os.environ["PATH"]
