@@ -137,7 +137,8 @@ def test_gpu_file_switches_the_learner_to_the_gpu_build():
 
 def test_make_targets_build_and_start_the_fleet():
     def dry(*args: str) -> str:
-        return subprocess.run(["make", "-n", *args], cwd=ROOT, capture_output=True, text=True, check=True,
+        return subprocess.run(["make", "--no-print-directory", "-n", *args], cwd=ROOT, capture_output=True,
+                              text=True, check=True,
                               env={k: v for k, v in os.environ.items() if k not in ("ENV", "SEED")}).stdout
 
     images = dry("images")
