@@ -14,7 +14,10 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 
+from seedfleet import moving_dot
+
 gym.register_envs(ale_py)
+moving_dot.register()
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ class ImpalaAgent(tf.Module):
     ):
         super().__init__()
         self.config = config
-        self.net = PolicyValueNet(network, obs_shape, num_actions, seed)
+        self.net = PolicyValueNet(network, obs_shape, num_actions, seed, obs_dtype)
         self.optimizer = Adam(self.net.trainable_variables, config.learning_rate, epsilon=config.adam_epsilon)
         self.unroll_length = config.unroll_length
         self.overlap = 1  # consecutive unrolls share one row

@@ -5,7 +5,8 @@ agent state between calls. Acting is the same function with T = 1, so the learne
 inference and training read one definition of the model.
 
 Agent state (a dict of tensors with a leading batch dimension):
-  "frames": the last `frame_stack - 1` frames, [B, k-1, H, W] uint8 (stacking only);
+  "frames": the last `frame_stack - 1` frames, [B, k-1, H, W] or [B, k-1, H, W, C] in the
+            observation's dtype (stacking only);
   "lstm_h", "lstm_c": the LSTM state, [B, lstm_size] (LSTM only).
 """
 
@@ -17,14 +18,16 @@ import numpy as np
 import tensorflow as tf
 
 State = dict[str, tf.Tensor]
+UINT8 = np.dtype(np.uint8)  # frames travel as bytes
 
 
 @dataclass
 class NetworkConfig:
-    torso: str = "auto"  # auto | mlp | nature | impala_shallow (auto: mlp for vectors, nature for frames)
+    torso: str = "auto"  # auto | mlp | nature | impala_shallow | minatar (auto: mlp for vectors; images: nature
+    # from 36 pixels a side, minatar below)
     mlp_sizes: tuple[int, ...] = (64, 64)  # hidden layers of the mlp torso
     lstm_size: int = 0  # LSTM core size; 0: none for vtrace, 512 (frames) or 64 (vectors) for r2d2
-    frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for vectors)
+    frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for [H, W, C] and vectors)
     compute_dtype: str = "auto"  # conv torso arithmetic: float32, bfloat16, or auto (bfloat16 on CPUs with AMX)
 
 
@@ -71,34 +74,50 @@ class MLPTorso(tf.Module):
         return x
 
 
-class ConvTorso(tf.Module):
-    """Nature DQN torso (Mnih et al., 2015) or the IMPALA paper's shallow torso.
+def is_image(obs_shape: tuple[int, ...]) -> bool:
+    """[H, W] grey frames and [H, W, C] images go through a conv torso; vectors through an MLP."""
+    return len(obs_shape) in (2, 3)
 
-    Input: [N, k, 84, 84] uint8 (frame-major stacks), scaled to [0, 1] here so frames
-    travel as bytes. Stacks are built frame-major because that only moves whole
-    contiguous frames; one transpose here makes the channels-last layout conv2d wants
-    (interleaving bytes in any earlier op measured several times slower).
+
+class ConvTorso(tf.Module):
+    """Nature DQN torso (Mnih et al., 2015), the IMPALA paper's shallow torso, or MinAtar's
+    (Young & Tian, 2019: one 3x3 conv of 16 channels, 128 hidden units) for small images.
+
+    Input: [N, k, H, W] or [N, k, H, W, C] frame-major stacks of k frames; uint8 is
+    scaled to [0, 1] here so frames travel as bytes, other dtypes (bool planes, floats)
+    are taken as they are. Stacks are built frame-major because that only moves whole
+    contiguous frames; one transpose here makes the channels-last layout conv2d wants,
+    [N, H, W, k * C] (interleaving bytes in any earlier op measured several times slower).
     """
 
     SPECS = {
         "nature": (((32, 8, 4), (64, 4, 2), (64, 3, 1)), 512),
         "impala_shallow": (((16, 8, 4), (32, 4, 2)), 256),
+        "minatar": (((16, 3, 1),), 128),
     }
 
-    def __init__(self, kind: str, image_shape: tuple[int, int, int], rng, dtype: tf.DType = tf.float32):
+    def __init__(self, kind: str, image_shape: tuple[int, int, int], rng, dtype: tf.DType = tf.float32,
+                 scale: float = 1.0 / 255):
         super().__init__()
-        self.dtype = dtype
+        self.dtype, self.scale = dtype, scale
         convs, hidden = self.SPECS[kind]
         h, w, c = image_shape
         self.convs = []
         for c_out, k, s in convs:
+            if min(h, w) < k:
+                raise ValueError(f"images of {image_shape[:2]} are too small for the {kind} torso")
             self.convs.append(Conv2D(c, c_out, k, s, rng))
             h, w, c = (h - k) // s + 1, (w - k) // s + 1, c_out
         self.fc = Linear(h * w * c, hidden, np.sqrt(2), rng)
         self.out_size = hidden
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        x = tf.cast(tf.transpose(x, [0, 2, 3, 1]), self.dtype) / 255.0
+        if len(x.shape) == 5:  # [N, k, H, W, C] -> [N, H, W, k * C]
+            x = tf.transpose(x, [0, 2, 3, 1, 4])
+            x = tf.reshape(x, tf.concat([tf.shape(x)[:3], [x.shape[3] * x.shape[4]]], axis=0))
+        else:
+            x = tf.transpose(x, [0, 2, 3, 1])
+        x = tf.cast(x, self.dtype) * tf.cast(self.scale, self.dtype)
         for conv in self.convs:
             x = tf.nn.relu(conv(x))
         return tf.cast(tf.nn.relu(self.fc(tf.reshape(x, [tf.shape(x)[0], -1]))), tf.float32)
@@ -108,13 +127,13 @@ def stack_frames(frames: tf.Tensor, first: tf.Tensor, history: tf.Tensor) -> tup
     """Stacks the last k frames on the learner, so actors send one frame per step.
 
     Args:
-      frames: [T, B, H, W] the newest frame at each step.
+      frames: [T, B, *frame] the newest frame at each step ([H, W] or [H, W, C]).
       first: [T, B] bool, true where frames[t] opens an episode.
-      history: [B, k-1, H, W] the k-1 frames before frames[0] (oldest first).
+      history: [B, k-1, *frame] the k-1 frames before frames[0] (oldest first).
 
     Returns:
-      stacked: [T, B, k, H, W], index k-1 the current frame, index 0 the oldest.
-      new_history: [B, k-1, H, W], the state for the next call.
+      stacked: [T, B, k, *frame], index k-1 the current frame, index 0 the oldest.
+      new_history: [B, k-1, *frame], the state for the next call.
 
     Frame t-j belongs in the stack at t only if no episode opened in (t-j, t], that
     is, none of first[t-j+1 .. t] is set; frames of an earlier episode are zeros. The
@@ -123,15 +142,17 @@ def stack_frames(frames: tf.Tensor, first: tf.Tensor, history: tf.Tensor) -> tup
     """
     k = history.shape[1] + 1
     t_len = tf.shape(frames)[0]
-    seq = tf.concat([tf.transpose(history, [1, 0, 2, 3]), frames], axis=0)  # [T+k-1, B, H, W]
+    frame_rank = len(frames.shape) - 2
+    seq = tf.concat([tf.transpose(history, [1, 0, *range(2, 2 + frame_rank)]), frames], axis=0)  # [T+k-1, B, ...]
     first_padded = tf.concat([tf.zeros([k - 1, tf.shape(first)[1]], tf.bool), first], axis=0)
     valid = tf.ones_like(first)
     channels = [None] * k
     channels[k - 1] = frames
     for j in range(1, k):
         valid = tf.logical_and(valid, tf.logical_not(first_padded[k - j : k - j + t_len]))
-        keep = tf.cast(valid, frames.dtype)[:, :, None, None]
-        channels[k - 1 - j] = seq[k - 1 - j : k - 1 - j + t_len] * keep
+        keep = tf.reshape(valid, tf.concat([tf.shape(valid), [1] * frame_rank], axis=0))
+        window = seq[k - 1 - j : k - 1 - j + t_len]
+        channels[k - 1 - j] = tf.where(keep, window, tf.zeros_like(window))
     stacked = tf.stack(channels, axis=2)
     return stacked, stacked[-1, :, 1:]
 
@@ -163,15 +184,17 @@ class RecurrentTorso(tf.Module):
     `extra` ([T, B, extra_size]) joins the torso's features before the core.
     """
 
-    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], seed: int = 0, extra_size: int = 0):
+    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], seed: int = 0, extra_size: int = 0,
+                 obs_dtype: np.dtype = UINT8):
         super().__init__()
         rng = np.random.default_rng(seed)
         self.config = config
         self.obs_shape = tuple(obs_shape)
+        self.obs_dtype = np.dtype(obs_dtype)
         kind = config.torso
         self.frame_stack = config.frame_stack or (4 if len(obs_shape) == 2 else 1)
         if kind == "auto":
-            kind = "mlp" if len(obs_shape) == 1 else "nature"
+            kind = "mlp" if not is_image(obs_shape) else "nature" if min(obs_shape[:2]) >= 36 else "minatar"
         if kind == "mlp":
             if len(obs_shape) != 1:
                 raise ValueError(f"the mlp torso takes vector observations, got shape {obs_shape}")
@@ -179,10 +202,12 @@ class RecurrentTorso(tf.Module):
                 raise ValueError("frame stacking is for image observations")
             self.torso = MLPTorso(obs_shape[0], tuple(config.mlp_sizes), rng)
         elif kind in ConvTorso.SPECS:
-            if len(obs_shape) != 2:
-                raise ValueError(f"the {kind} torso takes [H, W] frames, got shape {obs_shape}")
+            if not is_image(obs_shape):
+                raise ValueError(f"the {kind} torso takes [H, W] or [H, W, C] images, got shape {obs_shape}")
             dtype = config.compute_dtype if config.compute_dtype != "auto" else "float32"
-            self.torso = ConvTorso(kind, (*obs_shape, self.frame_stack), rng, tf.as_dtype(dtype))
+            channels = self.frame_stack * (obs_shape[2] if len(obs_shape) == 3 else 1)
+            scale = 1.0 / 255 if np.dtype(obs_dtype) == np.uint8 else 1.0
+            self.torso = ConvTorso(kind, (*obs_shape[:2], channels), rng, tf.as_dtype(dtype), scale)
         else:
             raise ValueError(f"unknown torso {config.torso!r}")
         self.kind = kind
@@ -194,7 +219,7 @@ class RecurrentTorso(tf.Module):
     def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
         state = {}
         if self.kind != "mlp" and self.frame_stack > 1:
-            state["frames"] = np.zeros((batch_size, self.frame_stack - 1, *self.obs_shape), np.uint8)
+            state["frames"] = np.zeros((batch_size, self.frame_stack - 1, *self.obs_shape), self.obs_dtype)
         if self.core is not None:
             state["lstm_h"] = np.zeros((batch_size, self.core.size), np.float32)
             state["lstm_c"] = np.zeros((batch_size, self.core.size), np.float32)
@@ -221,9 +246,10 @@ class RecurrentTorso(tf.Module):
 class PolicyValueNet(tf.Module):
     """Actor-critic network for discrete actions: policy logits and a state value."""
 
-    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int, seed=0):
+    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int, seed=0,
+                 obs_dtype: np.dtype = UINT8):
         super().__init__()
-        self.torso = RecurrentTorso(config, obs_shape, seed)
+        self.torso = RecurrentTorso(config, obs_shape, seed, obs_dtype=obs_dtype)
         self.policy = Linear(self.torso.out_size, num_actions, 0.01, self.torso.rng)
         self.value = Linear(self.torso.out_size, 1, 1.0, self.torso.rng)
         self.num_actions = num_actions
@@ -245,9 +271,10 @@ class DuelingQNet(tf.Module):
     The previous reward is clipped to [-1, 1] as an input only.
     """
 
-    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int, seed=0):
+    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int, seed=0,
+                 obs_dtype: np.dtype = UINT8):
         super().__init__()
-        self.torso = RecurrentTorso(config, obs_shape, seed, extra_size=num_actions + 1)
+        self.torso = RecurrentTorso(config, obs_shape, seed, extra_size=num_actions + 1, obs_dtype=obs_dtype)
         self.value = Linear(self.torso.out_size, 1, 1.0, self.torso.rng)
         self.advantage = Linear(self.torso.out_size, num_actions, 1.0, self.torso.rng)
         self.num_actions = num_actions

@@ -32,8 +32,8 @@ class R2D2Agent(tf.Module):
     ):
         super().__init__()
         self.config = config
-        self.online = DuelingQNet(network, obs_shape, num_actions, seed)
-        self.target = DuelingQNet(network, obs_shape, num_actions, seed)
+        self.online = DuelingQNet(network, obs_shape, num_actions, seed, obs_dtype)
+        self.target = DuelingQNet(network, obs_shape, num_actions, seed, obs_dtype)
         self.optimizer = Adam(self.online.trainable_variables, config.learning_rate, epsilon=config.adam_epsilon)
         self.num_actions = num_actions
         self.unroll_length = config.burn_in + config.unroll_length  # rows - 1

@@ -1,6 +1,7 @@
 """Networks: learner-side frame stacking, and one unroll equal to T single steps."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from algorithms.networks import NetworkConfig, PolicyValueNet, stack_frames
@@ -22,13 +23,14 @@ def reference_stack(frames, first, history):
     return out
 
 
-def test_stack_frames_matches_a_loop_across_episode_starts():
+@pytest.mark.parametrize("frame_shape", [(2, 2), (2, 3, 3)])
+def test_stack_frames_matches_a_loop_across_episode_starts(frame_shape):
     rng = np.random.default_rng(3)
-    T, B, H, W, k = 7, 3, 2, 2, 4
-    frames = rng.integers(1, 255, (T, B, H, W), dtype=np.uint8)
+    T, B, k = 7, 3, 4
+    frames = rng.integers(1, 255, (T, B, *frame_shape), dtype=np.uint8)
     first = np.zeros((T, B), bool)
     first[2, 0] = first[5, 0] = first[0, 1] = first[6, 2] = True
-    history = rng.integers(1, 255, (B, k - 1, H, W), dtype=np.uint8)
+    history = rng.integers(1, 255, (B, k - 1, *frame_shape), dtype=np.uint8)
     stacked, new_history = stack_frames(tf.constant(frames), tf.constant(first), tf.constant(history))
     expected = reference_stack(frames, first, history)
     np.testing.assert_array_equal(stacked.numpy(), expected)
