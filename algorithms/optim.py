@@ -1,33 +1,57 @@
-"""Adam with global-norm gradient clipping, as a `tf.Module` so it checkpoints with the net."""
+"""Keras optimizers with a linear learning-rate decay and global-norm gradient clipping.
+
+Keras' optimizers work on `tf.Variable`s and checkpoint with `tf.train.Checkpoint`, so
+every agent uses them rather than an update rule of its own.
+
+RMSProp here is Keras' (and TensorFlow 1's, as IMPALA used it): v <- rho v + (1 - rho) g^2,
+w <- w - lr g / sqrt(v + eps), epsilon *inside* the square root, so IMPALA's eps = 0.01
+bounds the step at lr * |g| / 0.1. Adam's epsilon is outside: w <- w - lr m_hat / (sqrt(v_hat) + eps).
+"""
 
 from __future__ import annotations
 
+import keras
 import tensorflow as tf
 
+OPTIMIZERS = ("adam", "rmsprop")
 
-class Adam(tf.Module):
-    """Adam (Kingma & Ba, 2015): m <- b1 m + (1-b1) g, v <- b2 v + (1-b2) g^2,
-    w <- w - lr * m_hat / (sqrt(v_hat) + eps), with bias-corrected m_hat, v_hat."""
 
-    def __init__(self, variables, learning_rate: float, beta1=0.9, beta2=0.999, epsilon=1e-8):
-        super().__init__()
-        self.variables_ = list(variables)
-        self.learning_rate = learning_rate
-        self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
-        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        self.m = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.variables_]
-        self.v = [tf.Variable(tf.zeros_like(v), trainable=False) for v in self.variables_]
+def learning_rate_schedule(learning_rate: float, decay_steps: int):
+    """`learning_rate`, falling linearly to 0 over `decay_steps` learner steps (0: constant)."""
+    if decay_steps <= 0:
+        return learning_rate
+    return keras.optimizers.schedules.PolynomialDecay(learning_rate, decay_steps, end_learning_rate=0.0, power=1.0)
 
-    def apply(self, grads: list[tf.Tensor], max_grad_norm: float | None = None) -> tf.Tensor:
-        """Applies one update; returns the gradients' global norm before clipping."""
-        norm = tf.linalg.global_norm(grads)
-        if max_grad_norm is not None:
-            grads, _ = tf.clip_by_global_norm(grads, max_grad_norm, use_norm=norm)
-        self.step.assign_add(1)
-        t = tf.cast(self.step, tf.float32)
-        lr = self.learning_rate * tf.sqrt(1.0 - self.beta2**t) / (1.0 - self.beta1**t)
-        for var, g, m, v in zip(self.variables_, grads, self.m, self.v, strict=True):
-            m.assign(self.beta1 * m + (1.0 - self.beta1) * g)
-            v.assign(self.beta2 * v + (1.0 - self.beta2) * tf.square(g))
-            var.assign_sub(lr * m / (tf.sqrt(v) + self.epsilon))
-        return norm
+
+def make_optimizer(kind: str, learning_rate: float, epsilon: float, decay_steps: int = 0,
+                   rmsprop_decay: float = 0.99) -> keras.optimizers.Optimizer:
+    """Adam or RMSProp (no momentum) with the schedule above."""
+    rate = learning_rate_schedule(learning_rate, decay_steps)
+    if kind == "adam":
+        return keras.optimizers.Adam(rate, epsilon=epsilon)
+    if kind == "rmsprop":
+        return keras.optimizers.RMSprop(rate, rho=rmsprop_decay, epsilon=epsilon)
+    raise ValueError(f"unknown optimizer {kind!r}; choose from {', '.join(OPTIMIZERS)}")
+
+
+def build(optimizer: keras.optimizers.Optimizer, variables: list[tf.Variable]) -> keras.optimizers.Optimizer:
+    """Creates the optimizer's slots now, so a checkpoint restores into them before the first step."""
+    optimizer.build(variables)
+    return optimizer
+
+
+def apply_clipped(optimizer: keras.optimizers.Optimizer, grads: list[tf.Tensor], variables: list[tf.Variable],
+                  max_grad_norm: float | None = None) -> tf.Tensor:
+    """One update with the gradients clipped to `max_grad_norm` in global norm; returns
+    their norm before clipping."""
+    norm = tf.linalg.global_norm(grads)
+    if max_grad_norm:
+        grads, _ = tf.clip_by_global_norm(grads, max_grad_norm, use_norm=norm)
+    optimizer.apply_gradients(zip(grads, variables, strict=True))
+    return norm
+
+
+def current_learning_rate(optimizer: keras.optimizers.Optimizer) -> tf.Tensor:
+    """The step size the next update uses (after the schedule)."""
+    rate = optimizer.learning_rate
+    return tf.convert_to_tensor(rate, tf.float32)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from algorithms import optim
 from algorithms.agent_io import act_signature, time_major
 from algorithms.networks import DuelingQNet, NetworkConfig
-from algorithms.optim import Adam
 from algorithms.r2d2 import R2D2Config, q_of_actions, r2d2_loss, sequence_priorities, sequence_td
 
 EVAL_EPSILON = 0.001  # exploration of evaluation envs
@@ -34,7 +34,8 @@ class R2D2Agent(tf.Module):
         self.config = config
         self.online = DuelingQNet(network, obs_shape, num_actions, seed, obs_dtype)
         self.target = DuelingQNet(network, obs_shape, num_actions, seed, obs_dtype)
-        self.optimizer = Adam(self.online.trainable_variables, config.learning_rate, epsilon=config.adam_epsilon)
+        self.optimizer = optim.build(optim.make_optimizer("adam", config.learning_rate, config.adam_epsilon),
+                                     self.online.trainable_variables)
         self.num_actions = num_actions
         self.unroll_length = config.burn_in + config.unroll_length  # rows - 1
         self.overlap = config.burn_in + 1  # every transition is trained in exactly one sequence
@@ -47,7 +48,7 @@ class R2D2Agent(tf.Module):
         signature = act_signature(obs_shape, obs_dtype, self.initial_state(1))
         self.act = tf.function(self._act, input_signature=signature)
         self.policy = tf.function(self._policy, input_signature=signature)
-        self.learn = tf.function(self._learn)
+        self.learn = tf.function(self._learn, jit_compile=network.jit_compile)
         self.initial_priorities = tf.function(self._initial_priorities)
 
     def checkpointed(self) -> dict[str, tf.Module | tf.Variable]:
@@ -117,7 +118,8 @@ class R2D2Agent(tf.Module):
         with tf.GradientTape() as tape:
             loss, priorities, metrics = r2d2_loss(self.online, self.target, self.config, batch, weights)
         grads = tape.gradient(loss, self.online.trainable_variables)
-        metrics["grad_norm"] = self.optimizer.apply(grads, self.config.max_grad_norm)
+        metrics["grad_norm"] = optim.apply_clipped(self.optimizer, grads, self.online.trainable_variables,
+                                                   self.config.max_grad_norm)
         self.steps.assign_add(1)
         if self.steps % self.config.target_update_period == 0:
             self._copy_target()

@@ -82,7 +82,7 @@ def _make_agent(setup: Setup):
     env_config, frame_skip = env_config_for(setup.learner)
     device = compute_device()
     with tf.device(device):
-        agent = make_agent(setup.learner, setup.algo, setup.network, env_config, device)
+        agent = make_agent(setup.learner, setup.algo, setup.network, env_config, device, frame_skip)
     return agent, env_config, frame_skip, device
 
 

@@ -22,6 +22,8 @@ from bench.phases import Setup, env_phase, model_phase, system_phase, train_only
 from bench.report import machine, plot_sweep, print_table
 from server.learner import ALGO_CONFIGS, LearnerConfig
 
+NETWORK_FIELDS = {f.name for f in dataclasses.fields(NetworkConfig)}
+
 MODES = ("env", "serve", "train", "all")
 
 
@@ -63,8 +65,10 @@ def _setup(config: BenchConfig, actors: int, task_defaults: dict) -> Setup:
     learner = LearnerConfig(env=config.env, algo=config.algo, address="127.0.0.1:0",
                             progress_interval_s=math.inf, exploration_envs=actors * config.envs_per_actor,
                             inference_batch_size=config.inference_batch_size,
-                            inference_timeout_ms=config.inference_timeout_ms)
-    return Setup(learner, algo, NetworkConfig(), actors, config.envs_per_actor, config.env_groups, config.seconds,
+                            inference_timeout_ms=config.inference_timeout_ms,
+                            max_frames=int(task_defaults.get("max_frames", 0)))  # the decay's horizon
+    network = NetworkConfig(**{k: v for k, v in task_defaults.items() if k in NETWORK_FIELDS})
+    return Setup(learner, algo, network, actors, config.envs_per_actor, config.env_groups, config.seconds,
                  config.warmup_s, config.env_threads)
 
 

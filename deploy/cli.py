@@ -67,16 +67,27 @@ def _algo_and_env(argv: list[str]) -> tuple[str, str]:
 def task_defaults(command: str, algo: str, env: str) -> dict:
     """Defaults that follow the task; any flag given still wins.
 
-    R2D2 on a non-Atari env takes VECTOR_OBSERVATION_DEFAULTS. `run --algo r2d2` starts
+    V-trace on an Atari env takes impala.ATARI_DEFAULTS (with --max-frames 20M when no
+    budget is given, where the learning rate reaches 0), R2D2 on a non-Atari env takes
+    VECTOR_OBSERVATION_DEFAULTS. `run --algo r2d2` starts
     one evaluation actor: under Ape-X epsilons (up to 0.4) the training returns say little
     of the policy, so progress and --target-return are read off the evaluation episodes.
     """
-    if command in ("actor", "bench", "eval", "export") or algo != "r2d2":
+    if command in ("actor", "bench", "eval", "export"):
         return {}
     from actor_client.envs import atari_settings
+
+    atari = atari_settings(env) is not None
+    if algo == "vtrace":
+        from algorithms.impala import ATARI_DEFAULTS
+
+        if not atari:
+            return {}
+        run_only = {"envs_per_actor": 32} if command == "run" else {}
+        return {**ATARI_DEFAULTS, "max_frames": 20_000_000, **run_only}
     from algorithms.r2d2 import VECTOR_OBSERVATION_DEFAULTS
 
-    defaults = {} if atari_settings(env) is not None else dict(VECTOR_OBSERVATION_DEFAULTS)
+    defaults = {} if atari else dict(VECTOR_OBSERVATION_DEFAULTS)
     if command == "run":
         defaults["eval_actors"] = 1
     return defaults

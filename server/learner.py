@@ -31,7 +31,7 @@ from actor_client.envs import EnvBatch, atari_settings
 from actor_client.threads import name_this_thread, spawned_threads_named
 from actor_client.wire import atari_to_proto
 from algorithms.impala import ImpalaAgent, ImpalaConfig
-from algorithms.networks import NetworkConfig
+from algorithms.networks import NetworkConfig, is_image
 from algorithms.r2d2 import R2D2Config, ape_x_epsilons
 from algorithms.r2d2_agent import R2D2Agent
 from seedfleet.v1 import actor_learner_pb2 as pb
@@ -112,15 +112,21 @@ ALGO_CONFIGS: dict[str, type] = {"vtrace": ImpalaConfig, "r2d2": R2D2Config}
 
 
 def make_agent(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig, env_config: pb.EnvConfig,
-               device: str):
+               device: str, frame_skip: int = 1):
     network = dataclasses.replace(network, compute_dtype=resolve_compute_dtype(network.compute_dtype, device))
     obs_shape = tuple(env_config.observation.shape)
     obs_dtype = np.dtype(env_config.observation.dtype)
     if config.algo == "vtrace":
-        return ImpalaAgent(algo_config, network, obs_shape, obs_dtype, env_config.num_actions, seed=config.seed)
+        decay_steps = 0
+        if algo_config.learning_rate_decay:
+            if not config.max_frames:
+                raise ValueError("--learning-rate-decay falls to 0 at --max-frames: set --max-frames")
+            decay_steps = config.max_frames // (frame_skip * algo_config.batch_size * algo_config.unroll_length)
+        return ImpalaAgent(algo_config, network, obs_shape, obs_dtype, env_config.num_actions, seed=config.seed,
+                           decay_steps=decay_steps)
     if config.algo == "r2d2":
         if not network.lstm_size:  # R2D2 is recurrent
-            network = dataclasses.replace(network, lstm_size=512 if len(obs_shape) == 2 else 64)
+            network = dataclasses.replace(network, lstm_size=512 if is_image(obs_shape) else 64)
         agent = R2D2Agent(algo_config, network, obs_shape, obs_dtype, env_config.num_actions, config.seed,
                           config.max_envs)
         agent.set_epsilons(ape_x_epsilons(config.exploration_envs or config.max_envs))
@@ -176,7 +182,7 @@ async def serve(
         tf.random.set_seed(config.seed)
         device = compute_device()
         with tf.device(device):
-            agent = make_agent(config, algo_config, network, env_config, device)
+            agent = make_agent(config, algo_config, network, env_config, device, frame_skip)
     log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s", config.algo, config.env,
              tuple(env_config.observation.shape), env_config.observation.dtype, env_config.num_actions, device,
              resolve_compute_dtype(network.compute_dtype, device))

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from algorithms import optim
 from algorithms.networks import DuelingQNet, NetworkConfig
-from algorithms.optim import Adam
 from algorithms.r2d2 import R2D2Config, ape_x_epsilons, r2d2_loss
 
 A = 3
@@ -110,10 +110,10 @@ def test_one_training_step_lowers_the_loss_on_a_fixed_batch():
     batch = with_state(make_batch(rng, 3 + 8 + 1, B), online, B)
     config = R2D2Config(burn_in=3, unroll_length=8, n_step=2)
     weights = tf.constant([1.0, 0.5, 0.25, 1.0])
-    optimizer = Adam(online.trainable_variables, 1e-2)
+    optimizer = optim.make_optimizer("adam", 1e-2, 1e-8)
     with tf.GradientTape() as tape:
         before, priorities, _ = r2d2_loss(online, target, config, batch, weights)
-    optimizer.apply(tape.gradient(before, online.trainable_variables))
+    optim.apply_clipped(optimizer, tape.gradient(before, online.trainable_variables), online.trainable_variables)
     after, _, _ = r2d2_loss(online, target, config, batch, weights)
     assert after.numpy() < before.numpy()
     assert priorities.shape == (B,) and np.all(priorities.numpy() >= 0)
