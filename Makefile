@@ -13,6 +13,9 @@ RUN_DEFAULT := --env CartPole-v1 --algo vtrace --target-return 475 --max-frames 
 BENCH_ARGS ?= --env ALE/Pong-v5 --actors 4 --envs-per-actor 64 --env-threads 1 --seconds 30
 BENCH_SWEEP ?= 1,2,4,8
 BENCH_DIR := runs/bench
+# `make learn-bench`: learning curves of the reference tasks beside published ones (hours: see bench/learn.py).
+LEARN_CASES ?= pong breakout minatar-breakout-vtrace minatar-breakout-r2d2
+LEARN_SEEDS ?= 0
 
 # Images and a docker compose fleet (README, "Fleets with docker compose"): `make images [GPU=1]`,
 # `make fleet ACTORS=8 ENV=ALE/Pong-v5 [ALGO=... ENVS=... SEED=... PORT=...] [GPU=1]`, `make fleet-down`.
@@ -35,7 +38,7 @@ endif
 FLEET_SETTINGS := ENV ALGO ENVS SEED PORT
 FLEET_ENV := $(strip $(foreach v,$(FLEET_SETTINGS),$(if $(filter command line,$(origin $(v))),SEEDFLEET_$(v)='$($(v))')))
 
-.PHONY: install proto test run learner actor lint clean bench images fleet fleet-down
+.PHONY: install proto test run learner actor lint clean bench learn-bench images fleet fleet-down
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -68,6 +71,9 @@ bench: $(STAMP)
 		--json $(BENCH_DIR)/sweep.json --plot BENCHMARKS-sweep.png
 	$(PY) -m bench.report BENCHMARKS.md --runs $(BENCH_DIR)/run1.json $(BENCH_DIR)/run2.json \
 		$(BENCH_DIR)/run3.json --sweep $(BENCH_DIR)/sweep.json --plot BENCHMARKS-sweep.png
+
+learn-bench: $(STAMP)
+	$(PY) -m bench.learn --cases $(LEARN_CASES) --seeds $(LEARN_SEEDS)
 
 images:
 	$(DOCKER) build -f deploy/Dockerfile --target actor -t seedfleet-actor .

@@ -8,16 +8,16 @@ transition across an episode boundary.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ale_py
 import gymnasium as gym
 import numpy as np
 
-from seedfleet import moving_dot
+from seedfleet import extra_envs
 
 gym.register_envs(ale_py)
-moving_dot.register()
+extra_envs.register()
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,11 @@ class StepBatch:
     terminated: np.ndarray  # [K] bool
     truncated: np.ndarray  # [K] bool
     first: np.ndarray  # [K] bool: the observation opens an episode
+    life_lost: np.ndarray = field(default=None)  # [K] bool: the transition lost a life (Atari); default none
+
+    def __post_init__(self) -> None:
+        if self.life_lost is None:
+            self.life_lost = np.zeros(len(self.rewards), bool)
 
 
 class EnvBatch:
@@ -112,6 +117,7 @@ class EnvBatch:
         self.num_actions = int(space.n)
         self.observation_dtype = np.dtype(self.env.single_observation_space.dtype)
         self._done = np.zeros(num_envs, bool)
+        self._lives = np.zeros(num_envs, np.int64)  # Atari: lives left, to flag life losses
 
     def _obs(self, obs: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(obs.reshape(len(obs), *self.observation_shape))
@@ -127,6 +133,8 @@ class EnvBatch:
         self.ready = self._ready_from(info)
         self._done[:] = True  # the other groups' reset observations arrive with their next step
         self._done[self.ready] = False
+        if self.is_atari:
+            self._lives[self.ready] = info["lives"]
         n = len(self.ready)
         zeros = np.zeros(n, bool)
         return StepBatch(self._obs(obs), np.zeros(n, np.float32), zeros, zeros, ~zeros)
@@ -142,7 +150,12 @@ class EnvBatch:
         first = self._done[self.ready]  # these envs were autoreset by this step
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
         self._done[self.ready] = terminated | truncated
-        return StepBatch(self._obs(obs), np.asarray(rewards, np.float32), terminated, truncated, first)
+        life_lost = None
+        if self.is_atari:
+            lives = np.asarray(info["lives"], np.int64)
+            life_lost = (lives < self._lives[self.ready]) & ~first
+            self._lives[self.ready] = lives
+        return StepBatch(self._obs(obs), np.asarray(rewards, np.float32), terminated, truncated, first, life_lost)
 
     def close(self) -> None:
         self.env.close()

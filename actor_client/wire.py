@@ -45,6 +45,7 @@ def encode_steps(env_ids: np.ndarray, batch: StepBatch) -> pb.ActorMessage:
             terminated=np.asarray(batch.terminated, np.uint8).tobytes(),
             truncated=np.asarray(batch.truncated, np.uint8).tobytes(),
             first=np.asarray(batch.first, np.uint8).tobytes(),
+            life_lost=np.asarray(batch.life_lost, np.uint8).tobytes() if batch.life_lost.any() else b"",
         )
     )
 
@@ -114,5 +115,6 @@ def decode_steps(
         terminated=_flags(steps.terminated, n, "terminated"),
         truncated=_flags(steps.truncated, n, "truncated"),
         first=_flags(steps.first, n, "first"),
+        life_lost=_flags(steps.life_lost, n, "life_lost") if steps.life_lost else None,
     )
     return env_ids, batch

@@ -46,6 +46,8 @@ class ImpalaConfig:
     clip_pg_rho_threshold: float = 1.0  # rho_bar of the policy-gradient advantage
     vtrace_lambda: float = 1.0  # lambda of the V-trace traces c_t
     reward_clip: float = 1.0  # rewards are clipped to [-c, c] for training; 0 turns it off
+    life_loss_terminal: bool = False  # training ends the episode at a lost life (Atari); returns stay game scores
+    normalize_advantages: bool = False  # policy-gradient advantages scaled to mean 0, std 1 over each batch
 
 
 # Atari (ALE ids), applied by default as VECTOR_OBSERVATION_DEFAULTS are to R2D2 on CartPole.
@@ -73,14 +75,31 @@ def transitions(batch: dict, config: ImpalaConfig) -> tuple[tf.Tensor, tf.Tensor
     """Rewards, discounts and the real-transition mask for t -> t+1, each [T, B].
 
     Truncation needs nothing here: its discount stays gamma, so the target bootstraps.
+    With `life_loss_terminal` a transition that lost a life counts as terminal for the
+    targets (DeepMind's Atari setting: nothing is bootstrapped across a lost life), while
+    the game, its next observation and the reported return go on.
     """
     rewards = tf.cast(batch["reward"][1:], tf.float32)
     if config.reward_clip > 0:
         rewards = tf.clip_by_value(rewards, -config.reward_clip, config.reward_clip)
     real = tf.logical_not(batch["first"][1:])
-    not_terminal = 1.0 - tf.cast(batch["terminated"][1:], tf.float32)
+    terminal = batch["terminated"][1:]
+    if config.life_loss_terminal:
+        terminal = tf.logical_or(terminal, batch["life_lost"][1:])
+    not_terminal = 1.0 - tf.cast(terminal, tf.float32)
     discounts = config.discount * not_terminal * tf.cast(real, tf.float32)
     return rewards, discounts, real
+
+
+def normalized(advantages: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """(A - mean) / (std + 1e-8) over the real transitions of the batch (PPO's and Sample
+    Factory's advantage normalisation). With sparse rewards (Pong pays every few hundred
+    steps) raw advantages are small beside the value loss in the shared torso's gradient;
+    normalised, the policy gradient has the same scale on every task, whatever its rewards."""
+    n = tf.maximum(tf.reduce_sum(mask), 1.0)
+    mean = tf.reduce_sum(mask * advantages) / n
+    std = tf.sqrt(tf.reduce_sum(mask * tf.square(advantages - mean)) / n)
+    return (advantages - mean) / (std + 1e-8)
 
 
 def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: dict) -> tuple[tf.Tensor, dict]:
@@ -114,7 +133,10 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: dict) -> tuple
         lambda_=config.vtrace_lambda,
     )
     count = tf.cast(tf.size(mask), tf.float32)
-    pg_loss = -tf.reduce_sum(mask * target_logp * targets.pg_advantages) / count
+    advantages = targets.pg_advantages
+    if config.normalize_advantages:
+        advantages = normalized(advantages, mask)
+    pg_loss = -tf.reduce_sum(mask * target_logp * advantages) / count
     baseline_loss = tf.reduce_sum(mask * 0.5 * tf.square(targets.vs - values)) / count
     probs = tf.nn.softmax(target_logits)
     entropy = -tf.reduce_sum(probs * tf.nn.log_softmax(target_logits), axis=-1)

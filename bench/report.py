@@ -148,13 +148,18 @@ def markdown(runs: list[dict], sweep: dict | None = None, plot: str = "") -> str
     return "\n".join(lines)
 
 
-def update_benchmarks(md_path: Path, runs: list[dict], sweep: dict | None = None, plot: str = "") -> None:
+def replace_section(md_path: Path, begin: str, end: str, body: str) -> None:
+    """Writes `body` between the markers `begin` and `end` of `md_path`, keeping the rest."""
     text = md_path.read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{md_path} has no {BEGIN} ... {END} section")
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    md_path.write_text(f"{head}{BEGIN}\n{markdown(runs, sweep, plot)}\n{END}{tail}")
+    if begin not in text or end not in text:
+        raise SystemExit(f"{md_path} has no {begin} ... {end} section")
+    head, rest = text.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    md_path.write_text(f"{head}{begin}\n{body}\n{end}{tail}")
+
+
+def update_benchmarks(md_path: Path, runs: list[dict], sweep: dict | None = None, plot: str = "") -> None:
+    replace_section(md_path, BEGIN, END, markdown(runs, sweep, plot))
 
 
 def main(argv: list[str] | None = None) -> None:

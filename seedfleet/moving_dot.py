@@ -19,7 +19,6 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-ENV_IDS = {"seedfleet/MovingDot-v0": {}, "seedfleet/MovingDotRGB-v0": {"channels": 3}}
 
 
 class MovingDot(gym.Env):
@@ -61,10 +60,3 @@ class MovingDot(gym.Env):
         grey = frame[..., 0] if self.channels else frame
         return np.repeat(grey[..., None], 3, -1)
 
-
-def register() -> None:
-    """Makes the MovingDot ids known to gymnasium (idempotent): grey [36, 36] frames and
-    [36, 36, 3] images."""
-    for env_id, kwargs in ENV_IDS.items():
-        if env_id not in gym.registry:
-            gym.register(env_id, entry_point=MovingDot, kwargs=kwargs)

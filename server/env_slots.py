@@ -43,6 +43,7 @@ class EnvSlots:
             "reward": np.zeros(shape, np.float32),
             "terminated": np.zeros(shape, bool),
             "truncated": np.zeros(shape, bool),
+            "life_lost": np.zeros(shape, bool),
             "action": np.zeros(shape, np.int32),
         }
         for name, (extra_shape, dtype) in extras_spec.items():
@@ -97,6 +98,7 @@ class EnvSlots:
             "reward": step.rewards,
             "terminated": step.terminated,
             "truncated": step.truncated,
+            "life_lost": step.life_lost,
             "action": actions,
             **extras,
         }

@@ -64,12 +64,28 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     return LoadedPolicy(agent, env_config, checkpoint, device)
 
 
+VIDEO_MIN_HEIGHT = 240  # small pictures are scaled up by a whole factor to at least this
+
+
+def as_picture(frame: np.ndarray) -> np.ndarray:
+    """Any render or observation as RGB uint8 [H, W, 3]: floats and bools in [0, 1] scaled to
+    [0, 255], grey repeated to three channels, other channel counts shown as their maximum,
+    and images under VIDEO_MIN_HEIGHT pixels enlarged by a whole factor (10x10 MinAtar
+    boards, 84x84 Atari frames)."""
+    frame = np.asarray(frame)
+    if frame.dtype != np.uint8:
+        frame = (np.clip(frame.astype(np.float32), 0.0, 1.0) * 255).astype(np.uint8)
+    if frame.ndim == 3 and frame.shape[-1] != 3:
+        frame = frame.max(axis=-1)
+    if frame.ndim == 2:
+        frame = np.stack([frame] * 3, axis=-1)
+    scale = -(-VIDEO_MIN_HEIGHT // frame.shape[0])
+    return np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1) if scale > 1 else frame
+
+
 def _screen(envs: EnvBatch, observations: np.ndarray) -> np.ndarray:
-    """Env 0's picture: its render, or (Atari) its grey observation scaled up, as RGB uint8."""
-    if envs.is_atari:
-        frame = np.repeat(np.repeat(observations[0], 3, axis=0), 3, axis=1)
-        return np.stack([frame] * 3, axis=-1)
-    return np.asarray(envs.env.envs[0].render(), np.uint8)
+    """Env 0's picture: its render, or (Atari, which does not render) its observation."""
+    return as_picture(observations[0] if envs.is_atari else envs.env.envs[0].render())
 
 
 def play(policy: LoadedPolicy, config: EvalConfig) -> tuple[np.ndarray, list[np.ndarray]]:

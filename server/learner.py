@@ -125,8 +125,9 @@ def make_agent(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkC
         return ImpalaAgent(algo_config, network, obs_shape, obs_dtype, env_config.num_actions, seed=config.seed,
                            decay_steps=decay_steps)
     if config.algo == "r2d2":
-        if not network.lstm_size:  # R2D2 is recurrent
-            network = dataclasses.replace(network, lstm_size=512 if is_image(obs_shape) else 64)
+        if not network.lstm_size:  # R2D2 is recurrent: 512 for Atari-sized frames, 128 for small boards
+            size = (512 if min(obs_shape[:2]) >= 36 else 128) if is_image(obs_shape) else 64
+            network = dataclasses.replace(network, lstm_size=size)
         agent = R2D2Agent(algo_config, network, obs_shape, obs_dtype, env_config.num_actions, config.seed,
                           config.max_envs)
         agent.set_epsilons(ape_x_epsilons(config.exploration_envs or config.max_envs))

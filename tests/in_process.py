@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from actor_client.envs import EnvBatch
+from actor_client.envs import EnvBatch, atari_settings
 from server.env_slots import EnvSlots
 from server.inference import InferenceEngine, StepRequest
 from server.metrics import Metrics
@@ -24,7 +24,7 @@ def train(agent, env_id: str, num_envs: int, max_env_steps: int, seed: int = 0, 
     reaches `stop_return`; every full batch of unrolls goes to `on_batch` (default:
     `agent.learn`). Returns (episode returns in order, env steps)."""
     on_batch = on_batch or agent.learn
-    envs = EnvBatch(env_id, num_envs, None)
+    envs = EnvBatch(env_id, num_envs, atari_settings(env_id), num_threads=1)
     slots = EnvSlots(num_envs, agent.unroll_length, envs.observation_shape, envs.observation_dtype,
                      agent.extras_spec, agent.initial_state, overlap=agent.overlap)
     queue = UnrollQueue(10 * agent.batch_size, agent.batch_size)

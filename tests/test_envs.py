@@ -30,6 +30,22 @@ def test_atari_batch_sends_single_unclipped_frames():
         envs.close()
 
 
+def test_atari_flags_lost_lives_and_the_game_goes_on():
+    envs = EnvBatch("ALE/Breakout-v5", 2, atari_settings("ALE/Breakout-v5"), num_threads=1)
+    try:
+        envs.reset(seeds=[0, 1])
+        rng = np.random.default_rng(0)
+        lost = games_over = 0
+        for _ in range(1500):
+            batch = envs.step(rng.integers(0, 4, 2))
+            assert not (batch.life_lost & batch.first).any()
+            lost += int((batch.life_lost & ~batch.terminated).sum())  # a life, not the game
+            games_over += int(batch.terminated.sum())
+        assert lost >= 4 * games_over and lost >= 4  # Breakout has five lives per game
+    finally:
+        envs.close()
+
+
 def test_autoreset_is_flagged_as_first_and_carries_no_reward():
     envs = EnvBatch("CartPole-v1", 4, None)
     try:

@@ -17,11 +17,11 @@ from server.learner import ALGO_CONFIGS, LearnerConfig, env_config_for, make_age
 from server.metrics import Metrics
 
 
-def _checkpoint(logdir, algo: str):
+def _checkpoint(logdir, algo: str, env: str = "CartPole-v1", network: NetworkConfig | None = None):
     """An agent with weights moved off their initial values, saved as the learner saves."""
-    config = LearnerConfig(env="CartPole-v1", algo=algo, logdir=str(logdir))
+    config = LearnerConfig(env=env, algo=algo, logdir=str(logdir))
     algo_config = ALGO_CONFIGS[algo](**(VECTOR_OBSERVATION_DEFAULTS if algo == "r2d2" else {}))
-    network = NetworkConfig()
+    network = network or NetworkConfig()
     env_config, _ = env_config_for(config)
     agent = make_agent(config, algo_config, network, env_config, "/CPU:0")
     rng = np.random.default_rng(1)
@@ -34,27 +34,31 @@ def _checkpoint(logdir, algo: str):
     return agent, path
 
 
-@pytest.mark.parametrize("algo", ["vtrace", "r2d2"])
-def test_the_exported_saved_model_acts_as_the_learner_does(tmp_path, algo):
-    agent, _ = _checkpoint(tmp_path / "run", algo)
-    out = tmp_path / "exported"
-    export = Proc(seedfleet("export", "--checkpoint", str(tmp_path / "run"), "--out", str(out)))
-    assert export.popen.wait(timeout=120) == 0, export.output()[-3000:]
+def _random_observations(rng, batch: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    if dtype == np.uint8:
+        return rng.integers(0, 256, (batch, *shape), dtype=np.uint8)
+    if dtype == bool:
+        return rng.random((batch, *shape)) < 0.3
+    return rng.normal(0, 1, (batch, *shape)).astype(dtype)
 
+
+def _assert_export_acts_as_the_agent(agent, out, obs_shape: tuple[int, ...], obs_dtype: np.dtype) -> None:
+    """The SavedModel in `out` and the agent choose the same actions over a few steps, state fed back."""
     serving = tf.saved_model.load(str(out)).signatures
     rng = np.random.default_rng(0)
     batch = 16
     state = agent.initial_state(batch)
+    stateful = bool(state)
     exported_state = {k: v for k, v in serving["initial_state"](batch_size=tf.constant(batch)).items()} \
-        if algo == "r2d2" else {}
+        if stateful else {}
     assert set(exported_state) == {f"state_{k}" for k in state}
     first = np.ones(batch, bool)
     reward = np.zeros(batch, np.float32)
     differing = 0
     for _ in range(5):  # a few steps, feeding the state back
-        obs = rng.normal(0, 1, (batch, 4)).astype(np.float32)
+        obs = _random_observations(rng, batch, obs_shape, obs_dtype)
         actions, logits, state = agent.policy(obs, reward, first, np.zeros(batch, np.int32), state)
-        if algo == "r2d2":
+        if stateful:
             out_ = serving["serving_default"](observation=obs, first=first, reward=reward, **exported_state)
             exported_state = {k: v for k, v in out_.items() if k.startswith("state_")}
         else:
@@ -64,6 +68,40 @@ def test_the_exported_saved_model_acts_as_the_learner_does(tmp_path, algo):
         differing += len(np.unique(actions.numpy())) > 1
         first, reward = np.zeros(batch, bool), rng.normal(0, 1, batch).astype(np.float32)
     assert differing > 0  # the comparison saw more than one action
+
+
+def _export(tmp_path) -> object:
+    out = tmp_path / "exported"
+    export = Proc(seedfleet("export", "--checkpoint", str(tmp_path / "run"), "--out", str(out)))
+    assert export.popen.wait(timeout=120) == 0, export.output()[-3000:]
+    return out
+
+
+@pytest.mark.parametrize("algo", ["vtrace", "r2d2"])
+def test_the_exported_saved_model_acts_as_the_learner_does(tmp_path, algo):
+    agent, _ = _checkpoint(tmp_path / "run", algo)
+    _assert_export_acts_as_the_agent(agent, _export(tmp_path), (4,), np.dtype(np.float32))
+
+
+IMAGE_ENVS = [  # [H, W, C] observations: colour images stacked on the learner, and MinAtar's bool planes
+    ("seedfleet/MovingDotRGB-v0", (36, 36, 3), np.dtype(np.uint8), 4),
+    ("MinAtar/Breakout-v1", (10, 10, 4), np.dtype(bool), 0),
+]
+
+
+@pytest.mark.parametrize("env,shape,dtype,frame_stack", IMAGE_ENVS)
+def test_image_observations_through_checkpoint_eval_and_export(tmp_path, env, shape, dtype, frame_stack):
+    agent, _ = _checkpoint(tmp_path / "run", "vtrace", env, NetworkConfig(frame_stack=frame_stack))
+    assert agent.net.torso.obs_shape == shape and agent.net.torso.obs_dtype == dtype
+    _assert_export_acts_as_the_agent(agent, _export(tmp_path), shape, dtype)
+    video = tmp_path / "first.gif"
+    run = Proc(seedfleet("eval", "--checkpoint", str(tmp_path / "run"), "--episodes", "3", "--envs", "3",
+                         "--video", str(video)))
+    assert run.popen.wait(timeout=120) == 0, run.output()[-3000:]
+    assert re.search(r"3 episodes, mean return", run.output())
+    frames = imageio.mimread(video, memtest=False)
+    assert frames[0].shape[0] >= 240 and frames[0].shape[-1] in (3, 4)
+    assert len({frame.tobytes() for frame in frames}) > 1  # the picture moves
 
 
 @pytest.mark.parametrize("suffix", [".mp4", ".gif"])

@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from algorithms.impala import ImpalaAgent, ImpalaConfig, impala_loss, transitions
+from algorithms.impala import ImpalaAgent, ImpalaConfig, impala_loss, normalized, transitions
 from algorithms.networks import NetworkConfig
 
 
@@ -50,6 +50,29 @@ def test_termination_stops_bootstrapping_truncation_bootstraps_resets_are_cut():
     assert discounts[3, 1] == 0.0 and not real[3, 1]
     assert real.sum() == real.size - 2
     np.testing.assert_allclose(rewards.numpy(), batch["reward"][1:])
+
+
+def test_a_lost_life_is_terminal_for_training_only_when_asked():
+    batch = time_major(make_batch(np.random.default_rng(0)))
+    batch["life_lost"] = np.zeros_like(batch["terminated"])
+    batch["life_lost"][4, 0] = True  # env 0: the transition 3 -> 4 lost a life
+    _, discounts, real = transitions(batch, ImpalaConfig(discount=0.9))
+    assert discounts.numpy()[3, 0] == np.float32(0.9)
+    _, discounts, real = transitions(batch, ImpalaConfig(discount=0.9, life_loss_terminal=True))
+    assert discounts.numpy()[3, 0] == 0.0 and real.numpy()[3, 0]  # no bootstrap, but a real transition
+    assert (discounts.numpy() == 0).sum() == 4  # cut twice, terminated once, the lost life
+
+
+def test_normalized_advantages_have_mean_0_and_std_1_over_real_transitions():
+    rng = np.random.default_rng(4)
+    advantages = rng.normal(3.0, 0.05, (6, 4)).astype(np.float32)
+    mask = np.ones((6, 4), np.float32)
+    mask[2, 1] = mask[5, 3] = 0.0
+    advantages[2, 1] = 1e6  # a cut transition weighs nothing in the statistics
+    out = normalized(tf.constant(advantages), tf.constant(mask)).numpy()
+    real = out[mask > 0]
+    expected = (advantages[mask > 0] - advantages[mask > 0].mean()) / advantages[mask > 0].std()
+    np.testing.assert_allclose(real, expected, rtol=1e-4, atol=1e-4)
 
 
 def test_reward_clipping():

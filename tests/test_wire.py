@@ -30,6 +30,14 @@ def test_round_trip():
     for field in ("observations", "rewards", "terminated", "truncated", "first"):
         np.testing.assert_array_equal(getattr(out, field), getattr(batch, field))
     np.testing.assert_array_equal(decode_actions(encode_actions(np.array([4, 0, 1])), 3), [4, 0, 1])
+    assert not out.life_lost.any() and encode_steps(np.array([12, 10, 11]), batch).steps.life_lost == b""
+
+
+def test_life_losses_travel_when_there_are_any():
+    batch = good_batch()
+    batch.life_lost = np.array([False, True, False])
+    _, out = decode(encode_steps(np.array([12, 10, 11]), batch))
+    np.testing.assert_array_equal(out.life_lost, [False, True, False])
 
 
 @pytest.mark.parametrize(
@@ -44,6 +52,7 @@ def test_round_trip():
         (lambda m: setattr(m.steps, "first", b"\x00\x02\x00"), "0 or 1"),
         (lambda m: setattr(m.steps, "terminated", b"\x00"), "terminated: expected 3 bytes"),
         (lambda m: setattr(m.steps, "env_ids", b""), "at least one env"),
+        (lambda m: setattr(m.steps, "life_lost", b"\x00\x01"), "life_lost: expected 3 bytes"),
     ],
 )
 def test_malformed_steps_are_rejected(mutate, message):

@@ -77,20 +77,22 @@ class EnvConfig(_message.Message):
     def __init__(self, env_id: _Optional[str] = ..., env_ids: _Optional[_Iterable[int]] = ..., seed: _Optional[int] = ..., observation: _Optional[_Union[ObservationSpec, _Mapping]] = ..., num_actions: _Optional[int] = ..., atari: _Optional[_Union[AtariPreprocessing, _Mapping]] = ...) -> None: ...
 
 class Steps(_message.Message):
-    __slots__ = ("env_ids", "observations", "rewards", "terminated", "truncated", "first")
+    __slots__ = ("env_ids", "observations", "rewards", "terminated", "truncated", "first", "life_lost")
     ENV_IDS_FIELD_NUMBER: _ClassVar[int]
     OBSERVATIONS_FIELD_NUMBER: _ClassVar[int]
     REWARDS_FIELD_NUMBER: _ClassVar[int]
     TERMINATED_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     FIRST_FIELD_NUMBER: _ClassVar[int]
+    LIFE_LOST_FIELD_NUMBER: _ClassVar[int]
     env_ids: bytes
     observations: bytes
     rewards: bytes
     terminated: bytes
     truncated: bytes
     first: bytes
-    def __init__(self, env_ids: _Optional[bytes] = ..., observations: _Optional[bytes] = ..., rewards: _Optional[bytes] = ..., terminated: _Optional[bytes] = ..., truncated: _Optional[bytes] = ..., first: _Optional[bytes] = ...) -> None: ...
+    life_lost: bytes
+    def __init__(self, env_ids: _Optional[bytes] = ..., observations: _Optional[bytes] = ..., rewards: _Optional[bytes] = ..., terminated: _Optional[bytes] = ..., truncated: _Optional[bytes] = ..., first: _Optional[bytes] = ..., life_lost: _Optional[bytes] = ...) -> None: ...
 
 class Actions(_message.Message):
     __slots__ = ("actions",)
