@@ -20,7 +20,6 @@ import gymnasium as gym
 import numpy as np
 
 
-
 class MovingDot(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 8}
 

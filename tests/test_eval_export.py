@@ -37,7 +37,7 @@ def _checkpoint(logdir, algo: str, env: str = "CartPole-v1", network: NetworkCon
 def _random_observations(rng, batch: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     if dtype == np.uint8:
         return rng.integers(0, 256, (batch, *shape), dtype=np.uint8)
-    if dtype == bool:
+    if dtype == np.dtype(bool):
         return rng.random((batch, *shape)) < 0.3
     return rng.normal(0, 1, (batch, *shape)).astype(dtype)
 

@@ -1,0 +1,40 @@
+"""The learning benchmark's report: returns at the marks, per seed, beside the references."""
+
+import json
+
+from bench.learn import BEGIN, CASES, END, report, return_at
+
+
+def _fake_run(logdir, rows, summary):
+    logdir.mkdir(parents=True)
+    lines = ["elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,episodes"]
+    lines += [f"{t},{f},{f // 4},3000,{r},10" for t, f, r in rows]
+    (logdir / "progress.csv").write_text("\n".join(lines) + "\n")
+    (logdir / "summary.json").write_text(json.dumps(summary))
+
+
+def test_return_at_reads_the_last_report_before_the_mark():
+    curve = [{"frames": 1e6, "mean_return_last_100": float("nan")}, {"frames": 4e6, "mean_return_last_100": -15.0},
+             {"frames": 6e6, "mean_return_last_100": -2.0}]
+    assert return_at(curve, 5_000_000) == -15.0
+    assert return_at(curve, 10_000_000) == -2.0
+    assert return_at(curve, 1_000_000) != return_at(curve, 1_000_000)  # NaN: no full window yet
+
+
+def test_report_writes_tables_and_plots_between_the_markers(tmp_path):
+    runs = tmp_path / "runs"
+    _fake_run(runs / "pong" / "seed0", [(600, 2.5e6, -20.0), (1200, 5e6, -10.0), (2400, 9.9e6, 12.0)],
+              {"frames": 11_000_000, "wall_s": 2700, "stop_reason": "target_return", "mean_return_last_100": 18.2})
+    _fake_run(runs / "pong" / "seed1", [(600, 2.5e6, -20.5), (1300, 5e6, -12.5), (2600, 10e6, 5.0), (5000, 2e7, 19.0)],
+              {"frames": 20_000_000, "wall_s": 5000, "stop_reason": "max_frames", "mean_return_last_100": 19.0})
+    md = tmp_path / "BENCHMARKS.md"
+    md.write_text(f"# head\n{BEGIN}\nold\n{END}\n# tail\n")
+    report(md, ["pong", "breakout"], runs=runs)
+    text = md.read_text()
+    assert "old" not in text and text.startswith("# head") and text.rstrip().endswith("# tail")
+    assert "| seed 0 | -10.0 | 12.0 | 18.2 | 11.00M | 45 | target_return |" in text  # stopped early at 18.2
+    assert "| seed 1 | -12.5 | 5.0 | 19.0 | 20.00M | 83 | max_frames |" in text
+    for ref in CASES["pong"].references:
+        assert ref.name in text and ref.source in text
+    assert "### breakout" not in text  # no runs, no section
+    assert (tmp_path / "BENCHMARKS-learn-pong.png").stat().st_size > 10_000
