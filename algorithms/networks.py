@@ -207,7 +207,7 @@ class RecurrentTorso(tf.Module):
                 raise ValueError(f"the {kind} torso takes [H, W] or [H, W, C] images, got shape {obs_shape}")
             dtype = config.compute_dtype if config.compute_dtype != "auto" else "float32"
             channels = self.frame_stack * (obs_shape[2] if len(obs_shape) == 3 else 1)
-            scale = 1.0 / 255 if np.dtype(obs_dtype) == np.uint8 else 1.0
+            scale = 1.0 / 255 if self.obs_dtype == UINT8 else 1.0
             self.torso = ConvTorso(kind, (*obs_shape[:2], channels), rng, tf.as_dtype(dtype), scale)
         else:
             raise ValueError(f"unknown torso {config.torso!r}")

@@ -146,7 +146,8 @@ def report(md_path: Path, names: list[str], runs: Path = RUNS) -> None:
     m = machine()
     body = [f"Report of {m['date']}, commit {m['commit']}, {m['cores']} cores of {m['cpu']}.", ""]
     for name in names:
-        seeds = {int(d.name.removeprefix("seed")): d for d in sorted((runs / name).glob("seed*")) if d.is_dir()}
+        seeds = {int(d.name.removeprefix("seed")): d for d in sorted((runs / name).glob("seed*"))
+                 if d.is_dir() and d.name.removeprefix("seed").isdigit()}
         if not seeds:
             continue
         png = md_path.parent / f"BENCHMARKS-learn-{name}.png"

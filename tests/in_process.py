@@ -7,8 +7,6 @@ and unrolls) and every full batch of unrolls through `agent.learn`, as in the le
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from actor_client.envs import EnvBatch, atari_settings
@@ -45,9 +43,3 @@ def train(agent, env_id: str, num_envs: int, max_env_steps: int, seed: int = 0, 
             break
     envs.close()
     return returns, steps
-
-
-def timed(fn, *args, **kwargs):
-    start = time.monotonic()
-    out = fn(*args, **kwargs)
-    return out, time.monotonic() - start
