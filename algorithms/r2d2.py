@@ -59,6 +59,13 @@ VECTOR_OBSERVATION_DEFAULTS: dict[str, float | int] = {
     "replay_capacity": 20_000,
 }
 
+# Defaults for R2D2 on every env. Its training step unrolls the LSTM over burn-in + T steps
+# in Python, a graph XLA took 33 s to compile on CartPole (two CPU cores) for no gain in
+# steady state (10.3 against 9.8 learner steps/s without it); a checkpoint, and so a stop,
+# would wait out that compile.
+ALL_ENV_DEFAULTS: dict[str, bool] = {"jit_compile": False}
+
+
 def ape_x_epsilons(num_envs: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:
     """Per-env exploration rates of Ape-X: eps_i = base ** (1 + alpha * i / (N - 1))."""
     if num_envs == 1:

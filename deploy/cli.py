@@ -69,7 +69,7 @@ def task_defaults(command: str, algo: str, env: str) -> dict:
 
     V-trace on an Atari env takes impala.ATARI_DEFAULTS (with --max-frames 20M when no
     budget is given, where the learning rate reaches 0), R2D2 on a non-Atari env takes
-    VECTOR_OBSERVATION_DEFAULTS. `run --algo r2d2` starts
+    VECTOR_OBSERVATION_DEFAULTS, and R2D2 anywhere ALL_ENV_DEFAULTS. `run --algo r2d2` starts
     one evaluation actor: under Ape-X epsilons (up to 0.4) the training returns say little
     of the policy, so progress and --target-return are read off the evaluation episodes.
     """
@@ -85,9 +85,9 @@ def task_defaults(command: str, algo: str, env: str) -> dict:
             return {}
         run_only = {"envs_per_actor": 32} if command == "run" else {}
         return {**ATARI_DEFAULTS, "max_frames": 20_000_000, **run_only}
-    from algorithms.r2d2 import VECTOR_OBSERVATION_DEFAULTS
+    from algorithms.r2d2 import ALL_ENV_DEFAULTS, VECTOR_OBSERVATION_DEFAULTS
 
-    defaults = {} if atari else dict(VECTOR_OBSERVATION_DEFAULTS)
+    defaults = {**ALL_ENV_DEFAULTS, **({} if atari else VECTOR_OBSERVATION_DEFAULTS)}
     if command == "run":
         defaults["eval_actors"] = 1
     return defaults

@@ -167,8 +167,10 @@ def newest_checkpoint(path: Path) -> Path:
 
 
 def _shape_defining(value):
-    """A setup entry without what may differ between machines (the torso's compute dtype)."""
-    return {k: v for k, v in value.items() if k != "compute_dtype"} if isinstance(value, dict) else value
+    """A setup entry without what may differ between runs of the same network (the torso's
+    compute dtype, which follows the machine, and whether XLA compiles the training step)."""
+    free = ("compute_dtype", "jit_compile")
+    return {k: v for k, v in value.items() if k not in free} if isinstance(value, dict) else value
 
 
 class LearnerCheckpoints:

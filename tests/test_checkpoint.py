@@ -114,7 +114,7 @@ class _Trainer:
 
 
 def _setup(env: str) -> dict:
-    return {"env": env, "algo": "vtrace", "network": {"torso": "auto", "compute_dtype": "float32"}}
+    return {"env": env, "algo": "vtrace", "network": {"torso": "auto", "compute_dtype": "float32", "jit_compile": True}}
 
 
 def test_learner_checkpoints_carry_the_counters_and_refuse_another_setup(tmp_path):
@@ -127,7 +127,7 @@ def test_learner_checkpoints_carry_the_counters_and_refuse_another_setup(tmp_pat
 
     resumed = Metrics(frame_skip=4)
     agent = _Agent(0.0)
-    other_dtype = {**_setup("Pong"), "network": {"torso": "auto", "compute_dtype": "bfloat16"}}
+    other_dtype = {**_setup("Pong"), "network": {"torso": "auto", "compute_dtype": "bfloat16", "jit_compile": False}}
     assert LearnerCheckpoints(store, agent, _Trainer(), resumed, other_dtype, False).restore() is not None
     assert float(agent.model.w[0, 0]) == 5.0
     assert resumed.frames == 40 and resumed.episodes == 1 and resumed.mean_return() == 3.0

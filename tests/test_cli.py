@@ -57,6 +57,9 @@ def test_r2d2_takes_task_defaults_that_flags_still_override():
     given = build_parser("run", "r2d2", "CartPole-v1").parse_args(["--burn-in", "4", "--eval-actors", "0"])
     assert (given.burn_in, given.eval_actors) == (4, 0)
     assert build_parser("run", "vtrace", "CartPole-v1").parse_args([]).eval_actors == 0
+    assert not vector.jit_compile and not atari.jit_compile  # R2D2's XLA compile costs more than it gains
+    assert build_parser("learner", "r2d2", "CartPole-v1").parse_args(["--jit-compile"]).jit_compile
+    assert build_parser("learner", "vtrace", "CartPole-v1").parse_args([]).jit_compile
     assert "(default: 10)" in build_parser("learner", "r2d2", "CartPole-v1").format_help()
 
 
