@@ -48,6 +48,8 @@ class ImpalaConfig:
     reward_clip: float = 1.0  # rewards are clipped to [-c, c] for training; 0 turns it off
     life_loss_terminal: bool = False  # training ends the episode at a lost life (Atari); returns stay game scores
     normalize_advantages: bool = False  # policy-gradient advantages scaled to mean 0, std 1 over each batch
+    epochs: int = 1  # gradient steps on each batch (APPO: several, with --clip-ratio)
+    clip_ratio: float = 0.0  # PPO's clip on pi/mu in the policy loss (APPO: 0.1); 0: IMPALA's -log pi * A
 
 
 # Atari (ALE ids), applied by default as VECTOR_OBSERVATION_DEFAULTS are to R2D2 on CartPole.
@@ -102,11 +104,34 @@ def normalized(advantages: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     return (advantages - mean) / (std + 1e-8)
 
 
+def clipped_surrogate_loss(log_ratio, rewards, discounts, vs, values, bootstrap_value, mask,
+                           config: ImpalaConfig) -> tf.Tensor:
+    """APPO's policy loss (Petrenko et al., 2020): PPO's clipped surrogate on V-trace targets.
+
+      A_t = r_t + gamma_t v_{t+1} - V(x_t)                (v the V-trace targets, v_T = V(x_T))
+      L   = -mean(min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)),   r_t = pi(a_t|x_t) / mu(a_t|x_t)
+
+    The ratio against the behaviour policy mu stands where IMPALA has the clipped rho in
+    A_t; the clip stops a batch from pulling pi far from mu over several epochs. At
+    r_t = 1 the gradient is IMPALA's, -A_t grad log pi. Cut transitions (mask 0) carry
+    nothing; with `normalize_advantages`, A is scaled over the real ones first.
+    """
+    vs_next = tf.concat([vs[1:], bootstrap_value[None]], axis=0)
+    advantages = tf.stop_gradient(rewards + discounts * vs_next - values)
+    if config.normalize_advantages:
+        advantages = normalized(advantages, mask)
+    ratio = tf.exp(tf.where(mask > 0, log_ratio, tf.zeros_like(log_ratio)))
+    clipped = tf.clip_by_value(ratio, 1.0 - config.clip_ratio, 1.0 + config.clip_ratio)
+    surrogate = tf.minimum(ratio * advantages, clipped * advantages)
+    return -tf.reduce_sum(mask * surrogate) / tf.cast(tf.size(mask), tf.float32)
+
+
 def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: dict) -> tuple[tf.Tensor, dict]:
     """The IMPALA loss on a time-major batch of unrolls ([T+1, B, ...], state [B, ...]).
 
     loss = policy_gradient + baseline_cost * baseline + entropy_cost * entropy, with
       policy_gradient = -mean(log pi(a_t|x_t) * A_t)        (A_t the V-trace advantage)
+                        (with clip_ratio > 0: clipped_surrogate_loss instead)
       baseline        = mean(0.5 * (v_t - V(x_t))^2)
       entropy         = -mean(H(pi(.|x_t)))                  (maximising entropy)
     each averaged over the T x B transitions, cut transitions weighted zero.
@@ -133,23 +158,32 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: dict) -> tuple
         lambda_=config.vtrace_lambda,
     )
     count = tf.cast(tf.size(mask), tf.float32)
-    advantages = targets.pg_advantages
-    if config.normalize_advantages:
-        advantages = normalized(advantages, mask)
-    pg_loss = -tf.reduce_sum(mask * target_logp * advantages) / count
+    if config.clip_ratio > 0:
+        pg_loss = clipped_surrogate_loss(target_logp - behaviour_logp, rewards, discounts, targets.vs,
+                                         values, bootstrap_value, mask, config)
+    else:
+        advantages = targets.pg_advantages
+        if config.normalize_advantages:
+            advantages = normalized(advantages, mask)
+        pg_loss = -tf.reduce_sum(mask * target_logp * advantages) / count
     baseline_loss = tf.reduce_sum(mask * 0.5 * tf.square(targets.vs - values)) / count
     probs = tf.nn.softmax(target_logits)
     entropy = -tf.reduce_sum(probs * tf.nn.log_softmax(target_logits), axis=-1)
     entropy_loss = -tf.reduce_sum(mask * entropy) / count
     loss = pg_loss + config.baseline_cost * baseline_loss + config.entropy_cost * entropy_loss
+    n = tf.maximum(tf.reduce_sum(mask), 1.0)
+    mean_entropy = tf.reduce_sum(mask * entropy) / n
+    mean_probs = tf.reduce_sum(mask[..., None] * probs, axis=[0, 1]) / n
     metrics = {
         "loss/total": loss,
         "loss/policy": pg_loss,
         "loss/baseline": baseline_loss,
         "loss/entropy": entropy_loss,
-        "policy/entropy": tf.reduce_sum(mask * entropy) / tf.maximum(tf.reduce_sum(mask), 1.0),
-        "policy/mean_rho": tf.reduce_sum(mask * tf.exp(tf.minimum(log_rhos, 10.0)))
-        / tf.maximum(tf.reduce_sum(mask), 1.0),
+        "policy/entropy": mean_entropy,
+        # I(state; action) over the batch, H(mean pi) - mean H(pi): 0 for a policy that
+        # ignores its input, whatever its own entropy (a dead torso shows here first).
+        "policy/state_information": -tf.reduce_sum(mean_probs * tf.math.log(mean_probs + 1e-12)) - mean_entropy,
+        "policy/mean_rho": tf.reduce_sum(mask * tf.exp(tf.minimum(log_rhos, 10.0))) / n,
     }
     return loss, metrics
 
@@ -169,11 +203,13 @@ class ImpalaAgent(tf.Module):
     ):
         """`decay_steps`: learner steps over which the learning rate falls to 0 (0: constant)."""
         super().__init__()
+        if config.epochs < 1:
+            raise ValueError(f"epochs must be at least 1, got {config.epochs}")
         self.config = config
         self.net = PolicyValueNet(network, obs_shape, num_actions, seed, obs_dtype)
         self.optimizer = optim.build(
-            optim.make_optimizer(config.optimizer, config.learning_rate, config.optimizer_epsilon, decay_steps,
-                                 config.rmsprop_decay),
+            optim.make_optimizer(config.optimizer, config.learning_rate, config.optimizer_epsilon,
+                                 decay_steps * config.epochs, config.rmsprop_decay),
             self.net.trainable_variables,
         )
         self.unroll_length = config.unroll_length
@@ -211,12 +247,20 @@ class ImpalaAgent(tf.Module):
         return tf.argmax(logits[0], axis=-1, output_type=tf.int32), logits[0], new_state
 
     def _learn(self, batch: dict) -> dict:
-        """One gradient step on a batch of unrolls given batch-major ([B, T+1, ...])."""
+        """`epochs` gradient steps on a batch of unrolls given batch-major ([B, T+1, ...]).
+
+        The metrics are the first step's (the policy as it acted, rho against the actors'
+        lag alone), with the last step's mean rho beside them when there are several."""
         batch = time_major(batch)
-        with tf.GradientTape() as tape:
-            loss, metrics = impala_loss(self.net, self.config, batch)
         variables = self.net.trainable_variables
-        grads = tape.gradient(loss, variables)
-        metrics["grad_norm"] = optim.apply_clipped(self.optimizer, grads, variables, self.config.max_grad_norm)
+        for epoch in range(self.config.epochs):
+            with tf.GradientTape() as tape:
+                loss, step_metrics = impala_loss(self.net, self.config, batch)
+            grads = tape.gradient(loss, variables)
+            grad_norm = optim.apply_clipped(self.optimizer, grads, variables, self.config.max_grad_norm)
+            if epoch == 0:
+                metrics = {**step_metrics, "grad_norm": grad_norm}
+        if self.config.epochs > 1:
+            metrics["policy/last_epoch_mean_rho"] = step_metrics["policy/mean_rho"]
         metrics["learning_rate"] = optim.current_learning_rate(self.optimizer)
         return metrics

@@ -20,12 +20,29 @@ class Reference:
 
 REFERENCES: dict[str, tuple[Reference, ...]] = {
     "pong": (
-        Reference("CleanRL PPO (v5, envpool)", "vwxyzjn/cleanrl docs/benchmark/ppo_atari_envpool.md: Pong-v5 "
-                  "20.45 +- 0.09 after 10M agent steps (40M frames), 3 seeds", {40_000_000: 20.45}),
+        Reference("CleanRL PPO (envpool v5, no sticky)", "vwxyzjn/cleanrl docs/benchmark/ppo_atari_envpool.md: "
+                  "Pong-v5 20.45 +- 0.09 after 10M agent steps (40M frames), 3 seeds; envpool's v5 has "
+                  "repeat_action_probability 0", {40_000_000: 20.45}),
+        Reference("PPO, Machado settings (sticky actions 0.25)", "openrlbenchmark static/machado_10M.md: "
+                  "\"Pong-v5 | 15.23 +- 1.62 | 20.62 +- 0.18\" (sticky against none) after 10M steps (40M frames)",
+                  {40_000_000: 15.23}),
+        Reference("SB3 zoo A2C (NoFrameskip-v4)", "DLR-RM/rl-baselines3-zoo benchmark.md: \"a2c | "
+                  "PongNoFrameskip-v4 | 17.292 | 3.214 | 10M\" (10M steps, 40M frames)", {40_000_000: 17.29}),
     ),
     "breakout": (
-        Reference("CleanRL PPO (v5, envpool)", "vwxyzjn/cleanrl docs/benchmark/ppo_atari_envpool.md: Breakout-v5 "
-                  "211.24 +- 151.84 after 10M agent steps (40M frames), 3 seeds", {40_000_000: 211.24}),
+        Reference("CleanRL PPO (envpool v5, no sticky)", "vwxyzjn/cleanrl docs/benchmark/ppo_atari_envpool.md: "
+                  "Breakout-v5 211.24 +- 151.84 after 10M agent steps (40M frames), 3 seeds", {40_000_000: 211.24}),
+        Reference("PPO, Machado settings (sticky actions 0.25)", "openrlbenchmark static/machado_10M.md: "
+                  "\"Breakout-v5 | 198.37 +- 59.41 | 465.90 +- 14.30\" (sticky against none), 40M frames",
+                  {40_000_000: 198.37}),
+        Reference("RLlib IMPALA, 32 workers (NoFrameskip-v4)", "ray-project/rl-experiments README.md: "
+                  "\"|Breakout|385|374|~150|\" (IMPALA, A2C, A3C paper) at 10M time-steps (40M frames)",
+                  {40_000_000: 385.0}),
     ),
-    "minatar-breakout": (),
+    "minatar-breakout": (
+        Reference("random play (sticky 0.1)", "kenjyoung/MinAtar README.md: \"python examples/random_play.py -g "
+                  "breakout ... # Avg Return: 0.5+/-0.023\" (1,000 episodes)", {}),
+        Reference("gymnax PPO", "RobertTLange/gymnax README.md: \"PPO ... Breakout-MinAtar (R: 28)\"; "
+                  "gymnax-blines agents/Breakout-MinAtar/ppo.yaml: num_train_steps 10000000", {10_000_000: 28.0}),
+    ),
 }

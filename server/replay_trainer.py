@@ -1,9 +1,12 @@
 """The R2D2 trainer thread: unrolls go into prioritized replay, batches come out of it.
 
-The learner holds the replay ratio: it trains on one batch whenever the sequences
-trained on so far stay below `replay_ratio` times the sequences inserted, and
-otherwise waits for new data. Since the inference thread blocks on a full unroll
-queue, a slow trainer also slows the actors down rather than losing data.
+The learner holds the replay ratio in both directions, as a rate limiter: it trains on
+one batch whenever the sequences trained on so far stay below `replay_ratio` times the
+sequences inserted, and otherwise waits for new data; and it takes no new sequences
+while it owes more than `RATIO_TOLERANCE_BATCHES` batches of training. The unroll queue
+then fills, the inference thread blocks on it and the actors wait: a slow learner slows
+the actors down rather than training less per env step, so a run learns the same per
+env step on a fast machine and on a slow one.
 
 Consecutive sequences of an env share burn_in + 1 rows, so each holds unroll_length new
 env steps: bytes per stored step are counted over those.
@@ -54,6 +57,9 @@ def check_replay_fits(chunk: dict, capacity: int) -> None:
         )
 
 
+RATIO_TOLERANCE_BATCHES = 2  # batches of training the learner may owe before it stops taking data
+
+
 class ReplayTrainer(threading.Thread):
     def __init__(self, agent, queue: UnrollQueue, metrics: Metrics, device: str, config: R2D2Config, seed: int):
         super().__init__(name="trainer", daemon=True)
@@ -77,11 +83,18 @@ class ReplayTrainer(threading.Thread):
         self.replay.load_arrays({k: v for k, v in arrays.items() if not k.startswith("trainer/")})
         self.inserted, self.trained = int(arrays["trainer/inserted"]), int(arrays["trainer/trained"])
 
+    def _owed(self) -> float:
+        """Sequences of training the replay ratio asks for and the learner has not done."""
+        return self.config.replay_ratio * self.inserted - self.trained
+
     def _may_train(self) -> bool:
-        return (
-            len(self.replay) >= self.config.min_replay_size
-            and self.trained + self.agent.batch_size <= self.config.replay_ratio * self.inserted
-        )
+        return len(self.replay) >= self.config.min_replay_size and self._owed() >= self.agent.batch_size
+
+    def _may_insert(self) -> bool:
+        """Until replay can be sampled, always; then only while the learner keeps up. Owing
+        more than the tolerance (at least one batch) implies it may train: no deadlock."""
+        return (len(self.replay) < self.config.min_replay_size
+                or self._owed() <= RATIO_TOLERANCE_BATCHES * self.agent.batch_size)
 
     def _insert(self, timeout_s: float) -> None:
         chunk = self.queue.get_chunk(timeout_s)
@@ -93,13 +106,14 @@ class ReplayTrainer(threading.Thread):
                     priorities = self.agent.initial_priorities({k: v for k, v in chunk.items() if k != "state"})
                 self.replay.add(chunk, priorities.numpy())
                 self.inserted += len(priorities)
-            chunk = self.queue.get_chunk(0.0)
+            chunk = self.queue.get_chunk(0.0) if self._may_insert() else None
 
     def run(self) -> None:
         name_this_thread("trainer")
         try:
             while not self.stopping.is_set():
-                self._insert(0.0 if self._may_train() else 0.5)
+                if self._may_insert():
+                    self._insert(0.0 if self._may_train() else 0.5)
                 if not self._may_train():
                     continue
                 with self.lock:

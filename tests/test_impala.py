@@ -1,9 +1,18 @@
 """The IMPALA loss: episode boundaries, masking, and learning on a fixed batch."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from algorithms.impala import ImpalaAgent, ImpalaConfig, impala_loss, normalized, transitions
+from algorithms import optim
+from algorithms.impala import (
+    ImpalaAgent,
+    ImpalaConfig,
+    clipped_surrogate_loss,
+    impala_loss,
+    normalized,
+    transitions,
+)
 from algorithms.networks import NetworkConfig
 
 
@@ -117,3 +126,98 @@ def test_act_samples_valid_actions_and_returns_logits():
     assert actions.shape == (5,) and set(actions.numpy()) <= {0, 1}
     assert extras["logits"].shape == (5, 2)
     assert tf.reduce_all(tf.math.is_finite(extras["logits"]))
+
+
+def test_state_information_is_the_mutual_information_of_state_and_action_over_the_batch():
+    agent = make_agent()
+    agent.net.policy.w.assign(agent.net.policy.w * 300.0)  # a policy that depends on its input
+    batch = time_major(make_batch(np.random.default_rng(3)))
+    _, metrics = impala_loss(agent.net, agent.config, batch)
+    logits, _, _ = agent.net(batch["observation"], batch["first"], batch["state"])
+    probs = tf.nn.softmax(logits[:-1]).numpy().reshape(-1, 2)
+    real = ~batch["first"][1:].reshape(-1)
+    mean = probs[real].mean(axis=0)
+    entropies = [-sum(p[a] * np.log(p[a]) for a in range(2)) for p in probs[real]]
+    expected = -sum(mean[a] * np.log(mean[a]) for a in range(2)) - np.mean(entropies)
+    np.testing.assert_allclose(metrics["policy/state_information"].numpy(), expected, rtol=1e-4, atol=1e-7)
+    assert expected > 0.01
+    same = dict(batch)
+    same["observation"] = np.broadcast_to(batch["observation"][:1, :1], batch["observation"].shape).copy()
+    _, metrics = impala_loss(agent.net, agent.config, same)
+    assert abs(metrics["policy/state_information"].numpy()) < 1e-6
+
+
+def test_clipped_surrogate_matches_a_numpy_loop_from_the_appo_equations():
+    rng = np.random.default_rng(5)
+    T, B, eps = 5, 3, 0.2
+    log_ratio = rng.normal(0.0, 0.4, (T, B)).astype(np.float32)
+    rewards, values, vs = (rng.normal(size=(T, B)).astype(np.float32) for _ in range(3))
+    discounts = (0.9 * (rng.random((T, B)) > 0.2)).astype(np.float32)
+    bootstrap = rng.normal(size=B).astype(np.float32)
+    mask = (rng.random((T, B)) > 0.1).astype(np.float32)
+    config = ImpalaConfig(clip_ratio=eps)
+    loss = clipped_surrogate_loss(*(tf.constant(x) for x in (log_ratio, rewards, discounts, vs, values, bootstrap,
+                                                             mask)), config).numpy()
+    total = 0.0
+    for t in range(T):
+        for b in range(B):
+            v_next = vs[t + 1, b] if t + 1 < T else bootstrap[b]
+            advantage = rewards[t, b] + discounts[t, b] * v_next - values[t, b]
+            ratio = np.exp(log_ratio[t, b])
+            clipped = min(max(ratio, 1 - eps), 1 + eps)
+            total += mask[t, b] * min(ratio * advantage, clipped * advantage)
+    np.testing.assert_allclose(loss, -total / (T * B), rtol=1e-5)
+
+
+def _gradients(agent, batch):
+    with tf.GradientTape() as tape:
+        loss, _ = impala_loss(agent.net, agent.config, time_major(batch))
+    return tape.gradient(loss, agent.net.trainable_variables)
+
+
+def _on_policy(agent, batch):
+    """The batch as if acted by `agent`'s current parameters (pi = mu)."""
+    tm = time_major(batch)
+    logits, _, _ = agent.net(tm["observation"], tm["first"], {})
+    return dict(batch, logits=np.swapaxes(logits.numpy(), 0, 1))
+
+
+def test_the_clipped_surrogate_on_policy_has_impalas_gradient():
+    plain, clipped = make_agent(), make_agent(clip_ratio=0.1)
+    batch = _on_policy(plain, make_batch(np.random.default_rng(6)))
+    for a, b in zip(_gradients(plain, batch), _gradients(clipped, batch), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_the_clipped_surrogate_has_no_gradient_where_the_clip_binds():
+    # ratios 1.5, 1.5, 0.5, 0.5, 1.05 against advantages +1, -1, +1, -1, +1 (A = r here)
+    log_ratio = tf.Variable(np.log([[1.5, 1.5, 0.5, 0.5, 1.05]]).astype(np.float32))
+    rewards = tf.constant([[1.0, -1.0, 1.0, -1.0, 1.0]])
+    zeros = tf.zeros([1, 5])
+    with tf.GradientTape() as tape:
+        loss = clipped_surrogate_loss(log_ratio, rewards, zeros, zeros, zeros, tf.zeros([5]), tf.ones([1, 5]),
+                                      ImpalaConfig(clip_ratio=0.1))
+    moves = np.abs(tape.gradient(loss, log_ratio).numpy()[0]) > 0
+    # a gain already past 1 + eps, or a loss already past 1 - eps, earns nothing more
+    assert moves.tolist() == [False, True, True, False, True]
+
+
+def test_epochs_take_several_steps_per_batch_and_stretch_the_learning_rate_decay():
+    agent = make_agent(epochs=3, clip_ratio=0.1, learning_rate=1e-2)
+    batch = _on_policy(agent, make_batch(np.random.default_rng(7)))
+    metrics = agent.learn(dict(batch))
+    assert int(agent.optimizer.iterations.numpy()) == 3
+    np.testing.assert_allclose(metrics["policy/mean_rho"].numpy(), 1.0, rtol=1e-5)  # the first step: pi = mu
+    assert abs(metrics["policy/last_epoch_mean_rho"].numpy() - 1.0) > 1e-4  # two steps later pi has moved
+    decaying = ImpalaAgent(ImpalaConfig(unroll_length=6, batch_size=4, epochs=3), NetworkConfig(), (3,),
+                           np.dtype(np.float32), 2, seed=0, decay_steps=10)
+    for _ in range(5):
+        decaying.learn(dict(batch))
+    # 5 of 10 learner steps: half the step size is left, though the optimizer took 15 steps
+    assert int(decaying.optimizer.iterations.numpy()) == 15
+    np.testing.assert_allclose(optim.current_learning_rate(decaying.optimizer).numpy(), 0.5e-3, rtol=1e-5)
+
+
+def test_epochs_below_one_are_refused():
+    with pytest.raises(ValueError, match="epochs"):
+        make_agent(epochs=0)

@@ -1,0 +1,63 @@
+"""The R2D2 trainer thread holds the replay ratio both ways: never more training per
+inserted sequence than asked, and actors held back when the learner falls behind."""
+
+import threading
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from algorithms.r2d2 import R2D2Config
+from server.metrics import Metrics
+from server.replay_trainer import RATIO_TOLERANCE_BATCHES, ReplayTrainer
+from server.unroll_queue import UnrollQueue
+
+BATCH, CHUNK, RATIO = 4, 4, 2.0
+
+
+class SlowAgent:
+    """Stands in for R2D2Agent: unit priorities, and a learner step that takes 5 ms."""
+
+    batch_size = BATCH
+
+    def __init__(self):
+        self.trainer: ReplayTrainer | None = None
+        self.owed_at_steps: list[float] = []
+
+    def initial_priorities(self, chunk: dict) -> tf.Tensor:
+        return tf.ones(len(chunk["action"]))
+
+    def learn(self, batch: dict, weights: np.ndarray) -> dict:
+        self.owed_at_steps.append(RATIO * self.trainer.inserted - self.trainer.trained)
+        time.sleep(0.005)
+        return {"priorities": tf.ones(len(weights)), "loss": tf.constant(0.0)}
+
+
+def chunk() -> dict:
+    return {"action": np.zeros((CHUNK, 3), np.int32), "state": {"h": np.zeros((CHUNK, 2), np.float32)}}
+
+
+def test_a_fast_producer_is_held_to_the_replay_ratio():
+    agent = SlowAgent()
+    queue = UnrollQueue(capacity=2 * BATCH, batch_size=BATCH)
+    config = R2D2Config(replay_ratio=RATIO, min_replay_size=8, replay_capacity=1_000, unroll_length=2)
+    trainer = ReplayTrainer(agent, queue, Metrics(frame_skip=1), "/cpu:0", config, seed=0)
+    agent.trainer = trainer
+    chunks = 60
+    producer = threading.Thread(target=lambda: [queue.put(chunk()) for _ in range(chunks)])
+    trainer.start()
+    producer.start()
+    producer.join(timeout=60)
+    deadline = time.monotonic() + 30
+    while trainer.inserted < chunks * CHUNK and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # the trainer works off what it owes
+    trainer.stopping.set()
+    queue.close()
+    trainer.join(timeout=10)
+    assert trainer.error is None
+    assert trainer.inserted == chunks * CHUNK
+    # the producer could have put everything in at once; it waited for the learner instead
+    assert max(agent.owed_at_steps) <= RATIO_TOLERANCE_BATCHES * BATCH + RATIO * CHUNK
+    assert min(agent.owed_at_steps) >= BATCH  # and never trained beyond the ratio
+    assert RATIO * trainer.inserted - BATCH < trainer.trained <= RATIO * trainer.inserted
