@@ -39,7 +39,7 @@ class R2D2Config:
     value_rescale_eps: float = 1e-3  # epsilon of h(x)
     replay_capacity: int = 10_000  # sequences kept in replay (Atari: about 8.6 GB once full)
     min_replay_size: int = 100  # sequences in replay before training starts
-    replay_ratio: float = 2.0  # at most this many sequences trained on per sequence inserted
+    replay_ratio: float = 2.0  # sequences trained on per sequence inserted, held both ways by the learner
 
 
 # The defaults above are the paper's, for Atari. Envs with vector observations (CartPole
