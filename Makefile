@@ -14,7 +14,7 @@ BENCH_ARGS ?= --env ALE/Pong-v5 --actors 4 --envs-per-actor 64 --env-threads 1 -
 BENCH_SWEEP ?= 1,2,4,8
 BENCH_DIR := runs/bench
 # `make learn-bench`: learning curves of the reference tasks beside published ones (hours: see bench/learn.py).
-LEARN_CASES ?= pong breakout minatar-breakout-vtrace minatar-breakout-r2d2
+LEARN_CASES ?= pong pong-nosticky breakout minatar-breakout-vtrace minatar-breakout-r2d2
 LEARN_SEEDS ?= 0
 
 # Images and a docker compose fleet (README, "Fleets with docker compose"): `make images [GPU=1]`,

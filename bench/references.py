@@ -20,12 +20,14 @@ class Reference:
 
 REFERENCES: dict[str, tuple[Reference, ...]] = {
     "pong": (
-        Reference("CleanRL PPO (envpool v5, no sticky)", "vwxyzjn/cleanrl docs/benchmark/ppo_atari_envpool.md: "
-                  "Pong-v5 20.45 +- 0.09 after 10M agent steps (40M frames), 3 seeds; envpool's v5 has "
-                  "repeat_action_probability 0", {40_000_000: 20.45}),
         Reference("PPO, Machado settings (sticky actions 0.25)", "openrlbenchmark static/machado_10M.md: "
                   "\"Pong-v5 | 15.23 +- 1.62 | 20.62 +- 0.18\" (sticky against none) after 10M steps (40M frames)",
                   {40_000_000: 15.23}),
+    ),
+    "pong-nosticky": (
+        Reference("CleanRL PPO (envpool v5, no sticky)", "vwxyzjn/cleanrl docs/benchmark/ppo_atari_envpool.md: "
+                  "Pong-v5 20.45 +- 0.09 after 10M agent steps (40M frames), 3 seeds; envpool's v5 has "
+                  "repeat_action_probability 0", {40_000_000: 20.45}),
         Reference("SB3 zoo A2C (NoFrameskip-v4)", "DLR-RM/rl-baselines3-zoo benchmark.md: \"a2c | "
                   "PongNoFrameskip-v4 | 17.292 | 3.214 | 10M\" (10M steps, 40M frames)", {40_000_000: 17.29}),
     ),
