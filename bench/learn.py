@@ -72,11 +72,19 @@ def read_curve(logdir: Path) -> list[dict]:
         return [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
 
 
-def return_at(curve: list[dict], frames: int) -> float:
+TRAINING, EVALUATION = "mean_return_last_100", "mean_eval_return_last_100"
+
+
+def return_at(curve: list[dict], frames: int, key: str = TRAINING) -> float:
     """The mean return over the last 100 episodes as of `frames` (NaN before the first
-    full report or when the run ended before `frames` without reaching its target)."""
-    seen = [row for row in curve if row["frames"] <= frames and not math.isnan(row["mean_return_last_100"])]
-    return seen[-1]["mean_return_last_100"] if seen else math.nan
+    full report or when the run ended before `frames` without reaching its target);
+    `key` EVALUATION reads the evaluation actors' episodes instead."""
+    seen = [row for row in curve if row["frames"] <= frames and not math.isnan(row.get(key, math.nan))]
+    return seen[-1][key] if seen else math.nan
+
+
+def has_evaluation(curve: list[dict]) -> bool:
+    return any(not math.isnan(row.get(EVALUATION, math.nan)) for row in curve)
 
 
 def _cell(value: float) -> str:
@@ -98,16 +106,19 @@ def case_markdown(name: str, case: Case, seeds: dict[int, Path], plot: str) -> l
         summary = json.loads((logdir / "summary.json").read_text()) if (logdir / "summary.json").exists() else {}
         last = curve[-1] if curve else {}
         stopped_early = summary.get("stop_reason") == "target_return"
-        values = []
-        for mark in case.marks:
-            value = return_at(curve, mark)
-            if stopped_early and mark >= summary.get("frames", math.inf):
-                value = summary.get("mean_return_last_100") or math.nan  # the target was reached before
-            values.append(_cell(value))
         frames = summary.get("frames", last.get("frames", 0))
         wall = summary.get("wall_s", last.get("elapsed_s", 0)) / 60
-        lines.append(f"| seed {seed} | {' | '.join(values)} | {frames / 1e6:.2f}M | {wall:.0f} | "
-                     f"{summary.get('stop_reason', 'running or killed')} |")
+        kinds = [(TRAINING, f"seed {seed}")] + ([(EVALUATION, f"seed {seed}, evaluation actors")]
+                                                if has_evaluation(curve) else [])
+        for key, label in kinds:
+            values = []
+            for mark in case.marks:
+                value = return_at(curve, mark, key)
+                if stopped_early and mark >= summary.get("frames", math.inf):
+                    value = summary.get(key) or math.nan  # the target was reached before
+                values.append(_cell(value))
+            lines.append(f"| {label} | {' | '.join(values)} | {frames / 1e6:.2f}M | {wall:.0f} | "
+                         f"{summary.get('stop_reason', 'running or killed')} |")
     for ref in case.references:
         values = " | ".join(_cell(ref.returns.get(m, math.nan)) for m in case.marks)
         lines.append(f"| {ref.name} | {values} | | | |")
@@ -123,15 +134,18 @@ def plot_case(name: str, case: Case, seeds: dict[int, Path], png: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves = {seed: [r for r in read_curve(d) if not math.isnan(r["mean_return_last_100"])]
-              for seed, d in seeds.items()}
-    if not any(curves.values()):
+    curves = {seed: read_curve(d) for seed, d in seeds.items()}
+    if not any(has_evaluation(c) or any(not math.isnan(r[TRAINING]) for r in c) for c in curves.values()):
         return False
     fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(11, 4))
-    for seed, rows in sorted(curves.items()):
-        returns = [r["mean_return_last_100"] for r in rows]
-        by_frames.plot([r["frames"] / 1e6 for r in rows], returns, label=f"seedfleet seed {seed}")
-        by_time.plot([r["elapsed_s"] / 60 for r in rows], returns, label=f"seedfleet seed {seed}")
+    for seed, curve in sorted(curves.items()):
+        for key, style, label in ((TRAINING, "-", f"seedfleet seed {seed}"),
+                                  (EVALUATION, ":", f"seedfleet seed {seed}, evaluation actors")):
+            rows = [r for r in curve if not math.isnan(r.get(key, math.nan))]
+            if rows:
+                returns = [r[key] for r in rows]
+                by_frames.plot([r["frames"] / 1e6 for r in rows], returns, style, label=label)
+                by_time.plot([r["elapsed_s"] / 60 for r in rows], returns, style, label=label)
     for ref in case.references:
         points = sorted(ref.returns.items())
         by_frames.plot([f / 1e6 for f, _ in points], [v for _, v in points], "o--", label=ref.name)

@@ -38,3 +38,19 @@ def test_report_writes_tables_and_plots_between_the_markers(tmp_path):
         assert ref.name in text and ref.source in text
     assert "### breakout" not in text  # no runs, no section
     assert (tmp_path / "BENCHMARKS-learn-pong.png").stat().st_size > 10_000
+
+
+def test_runs_with_evaluation_actors_get_a_row_of_their_own(tmp_path):
+    runs = tmp_path / "runs"
+    logdir = runs / "minatar-breakout-r2d2" / "seed0"
+    logdir.mkdir(parents=True)
+    (logdir / "progress.csv").write_text(
+        "elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,episodes,mean_eval_return_last_100\n"
+        "60,900000,900000,3000,2.0,10,3.5\n300,2400000,2400000,3000,6.0,90,11.0\n600,5000000,5000000,3000,9.0,200,14.0\n")
+    (logdir / "summary.json").write_text(json.dumps({"frames": 5_000_000, "wall_s": 600, "stop_reason": "max_frames"}))
+    md = tmp_path / "BENCHMARKS.md"
+    md.write_text(f"{BEGIN}\n{END}\n")
+    report(md, ["minatar-breakout-r2d2"], runs=runs)
+    text = md.read_text()
+    assert "| seed 0 | 2.0 | 6.0 | 9.0 | 5.00M | 10 | max_frames |" in text
+    assert "| seed 0, evaluation actors | 3.5 | 11.0 | 14.0 | 5.00M | 10 | max_frames |" in text
