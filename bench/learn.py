@@ -116,6 +116,8 @@ def case_markdown(name: str, case: Case, seeds: dict[int, Path], plot: str) -> l
                 value = return_at(curve, mark, key)
                 if stopped_early and mark >= summary.get("frames", math.inf):
                     value = summary.get(key) or math.nan  # the target was reached before
+                elif mark > frames:
+                    value = math.nan  # the run ended before this mark
                 values.append(_cell(value))
             lines.append(f"| {label} | {' | '.join(values)} | {frames / 1e6:.2f}M | {wall:.0f} | "
                          f"{summary.get('stop_reason', 'running or killed')} |")
