@@ -14,7 +14,7 @@ BENCH_ARGS ?= --env ALE/Pong-v5 --actors 4 --envs-per-actor 64 --env-threads 1 -
 BENCH_SWEEP ?= 1,2,4,8
 BENCH_DIR := runs/bench
 # `make learn-bench`: learning curves of the reference tasks beside published ones (hours: see bench/learn.py).
-LEARN_CASES ?= pong pong-nosticky breakout minatar-breakout-vtrace minatar-breakout-r2d2
+LEARN_CASES ?=  # empty: every case of bench/learn.py
 LEARN_SEEDS ?= 0
 
 # Images and a docker compose fleet (README, "Fleets with docker compose"): `make images [GPU=1]`,
@@ -73,7 +73,7 @@ bench: $(STAMP)
 		$(BENCH_DIR)/run3.json --sweep $(BENCH_DIR)/sweep.json --plot BENCHMARKS-sweep.png
 
 learn-bench: $(STAMP)
-	$(PY) -m bench.learn --cases $(LEARN_CASES) --seeds $(LEARN_SEEDS)
+	$(PY) -m bench.learn $(if $(strip $(LEARN_CASES)),--cases $(LEARN_CASES)) --seeds $(LEARN_SEEDS)
 
 images:
 	$(DOCKER) build -f deploy/Dockerfile --target actor -t seedfleet-actor .

@@ -104,24 +104,25 @@ def normalized(advantages: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     return (advantages - mean) / (std + 1e-8)
 
 
-def clipped_surrogate_loss(log_ratio, rewards, discounts, vs, values, bootstrap_value, mask,
-                           config: ImpalaConfig) -> tf.Tensor:
+def one_step_advantages(rewards, discounts, vs, values, bootstrap_value) -> tf.Tensor:
+    """A_t = r_t + gamma_t v_{t+1} - V(x_t) (v the V-trace targets, v_T = V(x_T)): V-trace's
+    policy-gradient advantage without its rho, which the clipped surrogate's ratio replaces."""
+    vs_next = tf.concat([vs[1:], bootstrap_value[None]], axis=0)
+    return tf.stop_gradient(rewards + discounts * vs_next - values)
+
+
+def clipped_surrogate_loss(log_ratio, advantages, mask, clip_ratio: float) -> tf.Tensor:
     """APPO's policy loss (Petrenko et al., 2020): PPO's clipped surrogate on V-trace targets.
 
-      A_t = r_t + gamma_t v_{t+1} - V(x_t)                (v the V-trace targets, v_T = V(x_T))
-      L   = -mean(min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)),   r_t = pi(a_t|x_t) / mu(a_t|x_t)
+      L = -mean(min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)),   r_t = pi(a_t|x_t) / mu(a_t|x_t)
 
-    The ratio against the behaviour policy mu stands where IMPALA has the clipped rho in
-    A_t; the clip stops a batch from pulling pi far from mu over several epochs. At
-    r_t = 1 the gradient is IMPALA's, -A_t grad log pi. Cut transitions (mask 0) carry
-    nothing; with `normalize_advantages`, A is scaled over the real ones first.
+    with A_t from `one_step_advantages`. The ratio against the behaviour policy mu stands
+    where IMPALA has the clipped rho in A_t; the clip stops a batch from pulling pi far
+    from mu over several epochs. At r_t = 1 the gradient is IMPALA's, -A_t grad log pi.
+    Cut transitions (mask 0) carry nothing.
     """
-    vs_next = tf.concat([vs[1:], bootstrap_value[None]], axis=0)
-    advantages = tf.stop_gradient(rewards + discounts * vs_next - values)
-    if config.normalize_advantages:
-        advantages = normalized(advantages, mask)
     ratio = tf.exp(tf.where(mask > 0, log_ratio, tf.zeros_like(log_ratio)))
-    clipped = tf.clip_by_value(ratio, 1.0 - config.clip_ratio, 1.0 + config.clip_ratio)
+    clipped = tf.clip_by_value(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio)
     surrogate = tf.minimum(ratio * advantages, clipped * advantages)
     return -tf.reduce_sum(mask * surrogate) / tf.cast(tf.size(mask), tf.float32)
 
@@ -159,12 +160,14 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: dict) -> tuple
     )
     count = tf.cast(tf.size(mask), tf.float32)
     if config.clip_ratio > 0:
-        pg_loss = clipped_surrogate_loss(target_logp - behaviour_logp, rewards, discounts, targets.vs,
-                                         values, bootstrap_value, mask, config)
+        advantages = one_step_advantages(rewards, discounts, targets.vs, values, bootstrap_value)
     else:
         advantages = targets.pg_advantages
-        if config.normalize_advantages:
-            advantages = normalized(advantages, mask)
+    if config.normalize_advantages:
+        advantages = normalized(advantages, mask)
+    if config.clip_ratio > 0:
+        pg_loss = clipped_surrogate_loss(target_logp - behaviour_logp, advantages, mask, config.clip_ratio)
+    else:
         pg_loss = -tf.reduce_sum(mask * target_logp * advantages) / count
     baseline_loss = tf.reduce_sum(mask * 0.5 * tf.square(targets.vs - values)) / count
     probs = tf.nn.softmax(target_logits)

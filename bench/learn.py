@@ -83,8 +83,8 @@ def return_at(curve: list[dict], frames: int, key: str = TRAINING) -> float:
     return seen[-1][key] if seen else math.nan
 
 
-def has_evaluation(curve: list[dict]) -> bool:
-    return any(not math.isnan(row.get(EVALUATION, math.nan)) for row in curve)
+def has_returns(curve: list[dict], key: str = TRAINING) -> bool:
+    return any(not math.isnan(row.get(key, math.nan)) for row in curve)
 
 
 def _cell(value: float) -> str:
@@ -109,7 +109,7 @@ def case_markdown(name: str, case: Case, seeds: dict[int, Path], plot: str) -> l
         frames = summary.get("frames", last.get("frames", 0))
         wall = summary.get("wall_s", last.get("elapsed_s", 0)) / 60
         kinds = [(TRAINING, f"seed {seed}")] + ([(EVALUATION, f"seed {seed}, evaluation actors")]
-                                                if has_evaluation(curve) else [])
+                                                if has_returns(curve, EVALUATION) else [])
         for key, label in kinds:
             values = []
             for mark in case.marks:
@@ -137,7 +137,7 @@ def plot_case(name: str, case: Case, seeds: dict[int, Path], png: Path) -> bool:
     import matplotlib.pyplot as plt
 
     curves = {seed: read_curve(d) for seed, d in seeds.items()}
-    if not any(has_evaluation(c) or any(not math.isnan(r[TRAINING]) for r in c) for c in curves.values()):
+    if not any(has_returns(c, key) for c in curves.values() for key in (TRAINING, EVALUATION)):
         return False
     fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(11, 4))
     for seed, curve in sorted(curves.items()):
