@@ -7,6 +7,11 @@ Requests wait in a list. A batch is flushed to the inference thread when
 While the inference thread is busy, requests keep gathering, so batches grow with the
 load, up to `max_batch_envs` (a request is never split; the rest waits for the next
 batch). Each request's result goes back to its own caller's future.
+
+The waits use `asyncio.timeout`, not `asyncio.wait_for`: on Python 3.11, wait_for returns
+normally when a cancel arrives just as the awaited event fires (CPython gh-86296), and a
+batcher that swallowed `stop()`'s cancel would wait for requests forever. `stop()` also
+sets a flag the loop checks, so no single cancel has to land.
 """
 
 from __future__ import annotations
@@ -37,11 +42,14 @@ class DynamicBatcher:
         self._task: asyncio.Task | None = None
         self.error: Exception | None = None  # the last failure of `process`, for the owner to act on
         self.live_streams = 0  # callers that may submit; kept up to date by the service
+        self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="batcher")
 
     async def stop(self) -> None:
+        self._stopping = True
+        self._wakeup.set()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
@@ -76,7 +84,7 @@ class DynamicBatcher:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._stopping:
             if not self._pending:
                 self._wakeup.clear()
                 await self._wakeup.wait()
@@ -85,7 +93,8 @@ class DynamicBatcher:
             if remaining > 0 and not self._ready():
                 self._wakeup.clear()
                 try:
-                    await asyncio.wait_for(self._wakeup.wait(), remaining)
+                    async with asyncio.timeout(remaining):
+                        await self._wakeup.wait()
                 except TimeoutError:
                     pass
                 continue

@@ -61,7 +61,8 @@ class InferenceEngine:
         unrolls, returns, lengths, evaluation = self.slots.record(
             env_ids, step, actions, extras, pre_state, new_state
         )
-        self.metrics.add_inference(len(env_ids), returns, lengths, evaluation)
+        evaluating = int(self.slots.evaluation[env_ids].sum())
+        self.metrics.add_inference(len(env_ids) - evaluating, evaluating, returns, lengths, evaluation)
         if unrolls is not None:
             self.unrolls.put(unrolls)
         return np.split(actions, np.cumsum([len(r) for r in requests[:-1]]))

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import faulthandler
 import json
 import logging
 import math
 import signal
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +169,22 @@ class Trainer(threading.Thread):
             self.error = error
 
 
+async def bounded(step: str, awaitable: Awaitable, timeout_s: float) -> None:
+    """Awaits one teardown step for at most `timeout_s`, so a stop never hangs on one part. A
+    step that overruns is logged with every task's and thread's stack, cancelled without
+    waiting (unlike wait_for, which waits for the cancel to take), and the teardown goes on."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    if task in done:
+        task.result()  # a failing step fails the teardown as before
+        return
+    log.error("teardown: %s took over %.0f s; going on without it. Stacks follow.", step, timeout_s)
+    for other in asyncio.all_tasks():
+        other.print_stack(file=sys.stderr)
+    faulthandler.dump_traceback(all_threads=True)
+    task.cancel()
+
+
 async def serve(
     config: LearnerConfig,
     algo_config: AlgoConfig,
@@ -235,7 +253,8 @@ async def serve(
     try:
         while not stop.is_set():
             try:
-                await asyncio.wait_for(stop.wait(), 0.25)
+                async with asyncio.timeout(0.25):
+                    await stop.wait()
             except TimeoutError:
                 pass
             if trainer.error is not None:
@@ -263,9 +282,9 @@ async def serve(
         # signals the process and then its group) must not kill the teardown half way.
         trainer.stopping.set()
         queue.close()
-        await health.stopping()
-        await server.stop(grace=1.0)
-        await batcher.stop()
+        await bounded("health NOT_SERVING", health.stopping(), 5.0)
+        await bounded("gRPC server stop", server.stop(grace=1.0), 5.0)
+        await bounded("batcher stop", batcher.stop(), 5.0)
         await loop.run_in_executor(None, trainer.join, 10.0)
         executor.shutdown(wait=False, cancel_futures=True)
         if snapshot is not None:  # a clean stop (not a failure): the last checkpoint

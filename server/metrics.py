@@ -20,7 +20,8 @@ class Metrics:
         self.frame_skip = frame_skip
         self.start = time.monotonic()
         self._lock = threading.Lock()
-        self.env_steps = 0
+        self.env_steps = 0  # training envs' steps: the frame budget and every curve count these
+        self.eval_env_steps = 0  # evaluation envs' steps, apart (published curves count training frames)
         self.episodes = 0
         self.learner_steps = 0
         self._returns: deque[float] = deque(maxlen=window)
@@ -37,8 +38,9 @@ class Metrics:
     def state(self) -> dict:
         """The counters and the last 100 episodes, for a checkpoint."""
         with self._lock:
-            return {"env_steps": self.env_steps, "episodes": self.episodes, "learner_steps": self.learner_steps,
-                    "eval_episodes": self.eval_episodes, "elapsed_s": time.monotonic() - self.start,
+            return {"env_steps": self.env_steps, "eval_env_steps": self.eval_env_steps, "episodes": self.episodes,
+                    "learner_steps": self.learner_steps, "eval_episodes": self.eval_episodes,
+                    "elapsed_s": time.monotonic() - self.start,
                     "returns": list(self._returns), "lengths": list(self._lengths),
                     "eval_returns": list(self._eval_returns)}
 
@@ -46,16 +48,21 @@ class Metrics:
         """Continues from a checkpoint's `state()`: counters, episode windows and elapsed time."""
         with self._lock:
             self.env_steps, self.episodes = state["env_steps"], state["episodes"]
+            self.eval_env_steps = state.get("eval_env_steps", 0)  # absent from older checkpoints
             self.learner_steps, self.eval_episodes = state["learner_steps"], state["eval_episodes"]
             self.start = time.monotonic() - state["elapsed_s"]
             self._returns.extend(state["returns"])
             self._lengths.extend(state["lengths"])
             self._eval_returns.extend(state["eval_returns"])
-            self._interval_start = (self.env_steps, self.inference_calls)
+            self._interval_start = (self.env_steps + self.eval_env_steps, self.inference_calls)
 
-    def add_inference(self, num_envs: int, returns: np.ndarray, lengths: np.ndarray, evaluation: np.ndarray) -> None:
+    def add_inference(self, env_steps: int, eval_env_steps: int, returns: np.ndarray, lengths: np.ndarray,
+                      evaluation: np.ndarray) -> None:
+        """One inference batch: `env_steps` training and `eval_env_steps` evaluation envs stepped,
+        and the episodes that ended (`evaluation` marks those of evaluation envs)."""
         with self._lock:
-            self.env_steps += num_envs
+            self.env_steps += env_steps
+            self.eval_env_steps += eval_env_steps
             self.inference_calls += 1
             if evaluation.any():
                 self.eval_episodes += int(evaluation.sum())
@@ -101,6 +108,7 @@ class Metrics:
             return {
                 "env_steps": self.env_steps,
                 "frames": self.env_steps * self.frame_skip,
+                "eval_env_steps": self.eval_env_steps,
                 "wall_s": round(wall, 2),
                 "episodes": self.episodes,
                 "mean_return_last_100": None if math.isnan(mean_return) else round(mean_return, 2),
@@ -118,13 +126,13 @@ class Metrics:
                 "lengths": self._new_lengths,
                 "eval_returns": self._new_eval_returns,
                 "losses": dict(self._losses),
-                "mean_batch": (self.env_steps - self._interval_start[0])
+                "mean_batch": (self.env_steps + self.eval_env_steps - self._interval_start[0])
                 / max(self.inference_calls - self._interval_start[1], 1),
                 "env_steps": self.env_steps,
                 "learner_steps": self.learner_steps,
             }
             self._new_returns, self._new_lengths, self._new_eval_returns = [], [], []
-            self._interval_start = (self.env_steps, self.inference_calls)
+            self._interval_start = (self.env_steps + self.eval_env_steps, self.inference_calls)
             return out
 
 

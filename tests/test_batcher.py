@@ -120,3 +120,27 @@ def test_cancelled_callers_are_left_out_of_the_batch():
     process, reply = run(main())
     assert reply == "reply-kept"
     assert process.batches == [["kept"]]
+
+
+@pytest.mark.parametrize("turns", range(6))
+def test_stop_returns_when_it_lands_as_a_request_wakes_the_batcher(turns):
+    """A stop that comes a few event-loop turns after a request woke the batcher (which
+    sat waiting out another request's timeout) still ends it: on Python 3.11 a cancel
+    landing there used to be swallowed, and the learner's teardown hung."""
+
+    async def main():
+        batcher = DynamicBatcher(Recorder(), ThreadPoolExecutor(1), max_batch_envs=100, timeout_s=10.0)
+        batcher.live_streams = 2
+        batcher.start()
+        waiting = asyncio.ensure_future(batcher.submit("waits"))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        waking = asyncio.ensure_future(batcher.submit("wakes"))
+        for _ in range(1 + turns):
+            await asyncio.sleep(0)
+        await asyncio.wait_for(batcher.stop(), 5.0)
+        return batcher, waiting, waking
+
+    batcher, waiting, waking = run(main())
+    assert batcher._task.done()
+    assert waiting.done() and waking.done()  # answered in a last batch, or cancelled: never left hanging

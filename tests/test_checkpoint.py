@@ -119,7 +119,7 @@ def _setup(env: str) -> dict:
 
 def test_learner_checkpoints_carry_the_counters_and_refuse_another_setup(tmp_path):
     metrics = Metrics(frame_skip=4)
-    metrics.add_inference(10, np.array([3.0]), np.array([7]), np.array([False]))
+    metrics.add_inference(10, 0, np.array([3.0]), np.array([7]), np.array([False]))
     store = CheckpointStore(tmp_path)
     saver = LearnerCheckpoints(store, _Agent(5.0), _Trainer(), metrics, _setup("Pong"), with_replay=False)
     path = saver.save()
