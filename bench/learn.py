@@ -53,7 +53,7 @@ CASES = {
     "minatar-breakout-vtrace": Case("MinAtar/Breakout-v1", "vtrace", 5_000_000, (1_000_000, 2_500_000, 5_000_000),
                                     (), REFERENCES["minatar-breakout"]),
     "minatar-breakout-r2d2": Case("MinAtar/Breakout-v1", "r2d2", 5_000_000, (1_000_000, 2_500_000, 5_000_000),
-                                  (), REFERENCES["minatar-breakout"]),
+                                  ("--eval-envs", "4"), REFERENCES["minatar-breakout"]),
 }
 
 

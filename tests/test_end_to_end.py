@@ -51,7 +51,7 @@ def test_r2d2_runs_end_to_end_on_the_same_server(tmp_path):
     """Acting, sequences with burn-in overlap, replay and training all turn over."""
     logdir = tmp_path / "r2d2"
     run = Proc(seedfleet(
-        "run", "--algo", "r2d2", "--actors", "2", "--eval-actors", "1", "--envs-per-actor", "4",
+        "run", "--algo", "r2d2", "--actors", "2", "--eval-actors", "1", "--envs-per-actor", "4", "--eval-envs", "2",
         "--max-frames", "6000",
         "--burn-in", "2", "--unroll-length", "8", "--batch-size", "8", "--min-replay-size", "8",
         "--progress-interval-s", "1", "--logdir", str(logdir),
@@ -60,7 +60,10 @@ def test_r2d2_runs_end_to_end_on_the_same_server(tmp_path):
     summary = json.loads((logdir / "summary.json").read_text())
     assert summary["algo"] == "r2d2" and summary["frames"] >= 6000
     assert summary["learner_steps"] > 0
-    assert len([ln for ln in run.lines if "learner actor connected" in ln and "(evaluation)" in ln]) == 1
+    evaluation = [(int(m.group(1)), int(m.group(2))) for ln in run.lines if "learner actor connected" in ln
+                  and (m := re.search(r"envs (\d+)\.\.(\d+) \(evaluation\)", ln))]
+    assert len(evaluation) == 1 and evaluation[0][1] - evaluation[0][0] + 1 == 2, evaluation  # --eval-envs
+    assert 0 < summary["eval_env_steps"] < summary["env_steps"] / 2  # 2 evaluation envs against 8 training envs
     assert summary["eval_episodes"] > 0 and summary["mean_eval_return_last_100"] is not None
     progress = [ln for ln in run.lines if ln.startswith("frames ")]
     assert any(re.search(r"replay \d+ \([\d,]+ B/step\)", ln) for ln in progress), progress[-3:]
