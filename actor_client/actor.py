@@ -21,22 +21,15 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from actor_client.envs import EnvBatch
-from actor_client.parent import exit_with_parent
 from actor_client.round_trips import RoundTrips
-from actor_client.threads import spawned_threads_named
-from actor_client.wire import PROTOCOL_VERSION, WireError, atari_from_proto, decode_actions, encode_steps
+from seedfleet.envs import EnvBatch
+from seedfleet.processes import exit_with_parent
+from seedfleet.threads import spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
+from seedfleet.wire import CHANNEL_OPTIONS, PROTOCOL_VERSION, WireError, atari_from_proto, decode_actions, encode_steps
 
 log = logging.getLogger("seedfleet.actor")
-
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-CHANNEL_OPTIONS = [
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-]
-
 
 @dataclass
 class ActorConfig:

@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from actor_client.envs import EnvBatch, atari_settings
-from actor_client.machine_cpu import machine_cores, machine_cpu_s
-from actor_client.parent import exit_with_parent
+from seedfleet.envs import EnvBatch, atari_settings
+from seedfleet.machine_cpu import machine_cores, machine_cpu_s
+from seedfleet.processes import exit_with_parent
 
 
 def step_randomly(env_id: str, num_envs: int, seconds: float, warmup_s: float = 2.0, env_threads: int = 0,

@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from actor_client.envs import StepBatch
-from actor_client.machine_cpu import machine_cores, machine_cpu_s
 from algorithms.networks import NetworkConfig
 from bench.cpu import cores_by_thread, snapshot, transport_share
-from deploy.local import actor_command, start_child
+from seedfleet.envs import StepBatch
+from seedfleet.machine_cpu import machine_cores, machine_cpu_s
+from seedfleet.processes import actor_command, start_child, stop_children
 from server.env_slots import EnvSlots
 from server.inference import InferenceEngine, StepRequest
 from server.learner import AlgoConfig, LearnerConfig, compute_device, env_config_for, make_agent, serve
@@ -233,14 +233,7 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
     try:
         summary = asyncio.run(serve(learner, setup.algo, setup.network, on_ready=start_actors, stop_when=stop_when))
     finally:
-        for proc in actors:
-            proc.terminate()
-        for proc in actors:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:  # still building its envs, say: SIGTERM waits for that
-                proc.kill()
-                proc.wait()
+        stop_children(actors, timeout_s=30)
     if summary["stop_reason"] != "measured":
         raise RuntimeError(f"the {'train' if train else 'serve'} phase stopped early: {summary['stop_reason']}")
     start, end = marks["start"], marks["end"]

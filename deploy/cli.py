@@ -75,7 +75,7 @@ def task_defaults(command: str, algo: str, env: str) -> dict:
     """
     if command in ("actor", "bench", "eval", "export"):
         return {}
-    from actor_client.envs import atari_settings
+    from seedfleet.envs import atari_settings
 
     atari = atari_settings(env) is not None
     if algo == "vtrace":

@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import subprocess
-import sys
 from dataclasses import dataclass
 
-from actor_client.parent import launched_env
 from algorithms.networks import NetworkConfig
+from seedfleet.processes import actor_command, start_child, stop_children
 from server.checkpoint import CheckpointMismatch
 from server.learner import AlgoConfig, LearnerConfig, exit_code, serve
 from server.metrics import Metrics
@@ -32,17 +31,6 @@ class LaunchConfig:
     eval_actors: int = 0  # extra actors whose envs evaluate (greedy, not trained on, reported apart)
     eval_envs: int = 0  # envs hosted by each evaluation actor (0: --envs-per-actor)
     env_groups: int = 1  # Atari: each actor steps its envs in this many groups (see seedfleet actor)
-
-
-def actor_command(address: str, envs: int, evaluation: bool = False, env_groups: int = 1) -> list[str]:
-    command = [sys.executable, "-m", "deploy.cli", "actor", "--learner", address, "--envs", str(envs),
-               "--env-groups", str(env_groups)]
-    return command + ["--evaluation"] if evaluation else command
-
-
-def start_child(command: list[str], **kwargs) -> subprocess.Popen:
-    """A child process that gets SIGTERM when this one dies (actor_client.parent)."""
-    return subprocess.Popen(command, env=launched_env(), **kwargs)
 
 
 class Fleet:
@@ -78,13 +66,7 @@ class Fleet:
         return None
 
     def stop(self) -> None:
-        for proc in self.procs:
-            proc.terminate()
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_children(self.procs, timeout_s=10)
 
 
 def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: AlgoConfig, network: NetworkConfig) -> int:

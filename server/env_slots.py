@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from actor_client.envs import StepBatch
+from seedfleet.envs import StepBatch
 
 StateArrays = dict[str, np.ndarray]
 

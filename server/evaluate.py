@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from actor_client.envs import EnvBatch, atari_settings
 from algorithms.networks import NetworkConfig
+from seedfleet.envs import EnvBatch, atari_settings
 from seedfleet.v1 import actor_learner_pb2 as pb
 from server.checkpoint import newest_checkpoint
 from server.learner import ALGO_CONFIGS, LearnerConfig, compute_device, env_config_for, make_agent

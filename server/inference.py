@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from actor_client.envs import StepBatch
+from seedfleet.envs import StepBatch
 from server.env_slots import EnvSlots
 from server.metrics import Metrics
 from server.unroll_queue import UnrollQueue

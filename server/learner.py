@@ -28,16 +28,15 @@ import grpc
 import numpy as np
 import tensorflow as tf
 
-from actor_client.actor import CHANNEL_OPTIONS
-from actor_client.envs import EnvBatch, atari_settings
-from actor_client.threads import name_this_thread, spawned_threads_named
-from actor_client.wire import atari_to_proto
 from algorithms.impala import ImpalaAgent, ImpalaConfig
 from algorithms.networks import NetworkConfig, is_image
 from algorithms.r2d2 import R2D2Config, ape_x_epsilons
 from algorithms.r2d2_agent import R2D2Agent
+from seedfleet.envs import EnvBatch, atari_settings
+from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
+from seedfleet.wire import CHANNEL_OPTIONS, atari_to_proto
 from server.batcher import DynamicBatcher
 from server.checkpoint import CheckpointMismatch, CheckpointStore, LearnerCheckpoints
 from server.env_slots import EnvSlots

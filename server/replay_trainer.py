@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from actor_client.threads import name_this_thread
 from algorithms.r2d2 import R2D2Config
 from algorithms.replay import PrioritizedReplay
+from seedfleet.threads import name_this_thread
 from server.metrics import Metrics
 from server.unroll_queue import UnrollQueue
 

@@ -14,9 +14,9 @@ from concurrent.futures import Executor
 import grpc
 import numpy as np
 
-from actor_client.wire import PROTOCOL_VERSION, WireError, decode_steps, encode_actions
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
+from seedfleet.wire import PROTOCOL_VERSION, WireError, decode_steps, encode_actions
 from server.batcher import DynamicBatcher
 from server.inference import InferenceEngine, StepRequest
 

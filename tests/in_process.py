@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actor_client.envs import EnvBatch, atari_settings
+from seedfleet.envs import EnvBatch, atari_settings
 from server.env_slots import EnvSlots
 from server.inference import InferenceEngine, StepRequest
 from server.metrics import Metrics

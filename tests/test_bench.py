@@ -80,7 +80,7 @@ def test_threads_started_in_the_block_carry_its_name():
     import threading
     from pathlib import Path
 
-    from actor_client.threads import spawned_threads_named
+    from seedfleet.threads import spawned_threads_named
 
     def os_name(native_id: int) -> str:
         return Path(f"/proc/self/task/{native_id}/comm").read_text().strip()

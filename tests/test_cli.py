@@ -140,7 +140,7 @@ def test_launched_actors_take_their_settings_from_the_launcher_alone(monkeypatch
     """`seedfleet run` gives its actors what it means on their command lines; SEEDFLEET_* does not leak in."""
     import os
 
-    from actor_client.parent import PARENT_PID_ENV, launched_env
+    from seedfleet.processes import PARENT_PID_ENV, launched_env
 
     monkeypatch.setenv("SEEDFLEET_EVALUATION", "1")
     monkeypatch.setenv("SEEDFLEET_ENVS", "3")

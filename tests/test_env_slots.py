@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from actor_client.envs import StepBatch
+from seedfleet.envs import StepBatch
 from server.env_slots import EnvSlots
 
 T = 3  # unroll length: 4 rows

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from actor_client.envs import EnvBatch, atari_settings
+from seedfleet.envs import EnvBatch, atari_settings
 
 
 def test_atari_ids_keep_their_semantics():

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from conftest import Proc, seedfleet, start_learner
 
-from actor_client.envs import StepBatch
-from actor_client.wire import PROTOCOL_VERSION, decode_actions, encode_steps
+from seedfleet.envs import StepBatch
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
+from seedfleet.wire import PROTOCOL_VERSION, decode_actions, encode_steps
 
 
 class RawActor:

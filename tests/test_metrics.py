@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from actor_client.envs import StepBatch
 from algorithms.impala import ImpalaAgent, ImpalaConfig
 from algorithms.networks import NetworkConfig
+from seedfleet.envs import StepBatch
 from server.env_slots import EnvSlots
 from server.inference import InferenceEngine, StepRequest
 from server.metrics import Metrics

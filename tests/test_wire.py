@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from actor_client.envs import StepBatch
-from actor_client.wire import WireError, decode_actions, decode_steps, encode_actions, encode_steps
+from seedfleet.envs import StepBatch
+from seedfleet.wire import WireError, decode_actions, decode_steps, encode_actions, encode_steps
 
 SHAPE = (2, 3)
 
@@ -71,9 +71,9 @@ def test_float_observations_must_be_finite():
 
 
 def test_atari_settings_survive_the_wire():
-    from actor_client.envs import atari_settings
-    from actor_client.wire import atari_from_proto, atari_to_proto
+    from seedfleet.envs import atari_settings
     from seedfleet.v1 import actor_learner_pb2 as pb
+    from seedfleet.wire import atari_from_proto, atari_to_proto
 
     settings = atari_settings("ALE/Pong-v5")
     config = pb.EnvConfig(env_id="ALE/Pong-v5")

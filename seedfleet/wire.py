@@ -1,4 +1,5 @@
-"""Encoding and checked decoding of the seedfleet.v1 messages' array payloads.
+"""The wire both sides speak: protocol version, channel options, and the encoding and
+checked decoding of the seedfleet.v1 messages' array payloads.
 
 Arrays travel as little-endian bytes; decoding is `np.frombuffer`, no per-env loops.
 `decode_steps` checks everything a learner must not trust: byte counts, env ids
@@ -11,10 +12,15 @@ import dataclasses
 
 import numpy as np
 
-from actor_client.envs import AtariSettings, StepBatch
+from seedfleet.envs import AtariSettings, StepBatch
 from seedfleet.v1 import actor_learner_pb2 as pb
 
 PROTOCOL_VERSION = 1
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+CHANNEL_OPTIONS = [  # both ends of the actor-learner channel
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
 
 
 class WireError(ValueError):

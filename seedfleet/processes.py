@@ -1,0 +1,62 @@
+"""The launchers' child processes (`seedfleet run`, `seedfleet bench`): started with the
+command an actor runs, dying with their launcher, and stopped with SIGTERM, then SIGKILL."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+
+PARENT_PID_ENV = "SEEDFLEET_PARENT_PID"
+SETTINGS_PREFIX = "SEEDFLEET_"  # flags' defaults from the environment (deploy.flags)
+
+
+def launched_env() -> dict[str, str]:
+    """The environment for a child that should end when this process ends.
+
+    It has no SEEDFLEET_* settings: the launcher gives its children every setting on their command lines.
+    """
+    kept = {key: value for key, value in os.environ.items() if not key.startswith(SETTINGS_PREFIX)}
+    return {**kept, PARENT_PID_ENV: str(os.getpid())}
+
+
+def exit_with_parent() -> None:
+    """Linux: asks for SIGTERM when the launcher dies, even by SIGKILL.
+
+    The child sets this itself at start-up, not in a `preexec_fn`: running Python between
+    fork and exec in a launcher with gRPC threads can hang or kill the child.
+    """
+    parent = os.environ.get(PARENT_PID_ENV)
+    if not parent or not sys.platform.startswith("linux"):
+        return
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(parent):  # the launcher died before the request took
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def actor_command(address: str, envs: int, evaluation: bool = False, env_groups: int = 1) -> list[str]:
+    """The command line of one `seedfleet actor` process serving `envs` envs."""
+    command = [sys.executable, "-m", "deploy.cli", "actor", "--learner", address, "--envs", str(envs),
+               "--env-groups", str(env_groups)]
+    return command + ["--evaluation"] if evaluation else command
+
+
+def start_child(command: list[str], **kwargs) -> subprocess.Popen:
+    """A child process that gets SIGTERM when this one dies (see `exit_with_parent`)."""
+    return subprocess.Popen(command, env=launched_env(), **kwargs)
+
+
+def stop_children(procs: list[subprocess.Popen], timeout_s: float) -> None:
+    """SIGTERM to all, then SIGKILL to any still running after `timeout_s` (one still
+    building its envs, say: SIGTERM waits for that)."""
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,40 @@
+"""The import rules that keep the layout honest, read from every module's imports.
+
+The TensorFlow-free core (`seedfleet/`) stands under both sides; the actor side never
+loads TensorFlow, the learner or the algorithms; the learner never loads the actor
+package; the algorithms know nothing of gRPC or processes; the bench does not reach back
+into the CLI that runs it.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+RULES = {  # package: top-level modules it must not import
+    "seedfleet": ("tensorflow", "keras", "server", "algorithms", "actor_client", "deploy", "bench"),
+    "actor_client": ("tensorflow", "keras", "server", "algorithms", "deploy", "bench"),
+    "server": ("actor_client", "deploy", "bench"),
+    "algorithms": ("grpc", "grpc_health", "server", "actor_client", "deploy", "bench", "subprocess", "multiprocessing"),
+    "bench": ("deploy",),  # the CLI in deploy/ runs the bench; both launch through seedfleet.processes
+}
+
+
+def imported_modules(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+    return names
+
+
+@pytest.mark.parametrize("package", RULES)
+def test_package_imports_only_what_its_layer_may(package):
+    files = [p for p in Path(ROOT, package).rglob("*.py") if "_pb2" not in p.name]
+    assert files
+    broken = [f"{p.relative_to(ROOT)} imports {name}" for p in files for name in imported_modules(p)
+              if name.split(".")[0] in RULES[package]]
+    assert not broken, broken
