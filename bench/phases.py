@@ -27,13 +27,14 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms.networks import NetworkConfig
+from algorithms.registry import AlgoConfig
 from bench.cpu import cores_by_thread, snapshot, transport_share
 from seedfleet.envs import StepBatch
 from seedfleet.machine_cpu import machine_cores, machine_cpu_s
 from seedfleet.processes import actor_command, start_child, stop_children
 from server.env_slots import EnvSlots
 from server.inference import InferenceEngine, StepRequest
-from server.learner import AlgoConfig, LearnerConfig, compute_device, env_config_for, make_agent, serve
+from server.learner import LearnerConfig, compute_device, env_config_for, make_agent, serve
 from server.metrics import Metrics
 from server.unroll_queue import UnrollQueue
 
@@ -131,7 +132,7 @@ def model_phase(setup: Setup, batch_size: int) -> dict:
 def _real_layout_batch(agent, env_config, device: str) -> dict:
     """One training batch exactly as the learner assembles it, from random steps."""
     rows = agent.batch_size
-    slots = EnvSlots(rows, agent.unroll_length, tuple(env_config.observation.shape),
+    slots = EnvSlots(rows, agent.sequence_length, tuple(env_config.observation.shape),
                      np.dtype(env_config.observation.dtype), agent.extras_spec, agent.initial_state,
                      overlap=agent.overlap)
     queue = UnrollQueue(2 * rows, rows)
@@ -139,7 +140,7 @@ def _real_layout_batch(agent, env_config, device: str) -> dict:
     engine.reset(0, rows)
     rng = np.random.default_rng(0)
     env_ids = np.arange(rows, dtype=np.int32)
-    for t in range(agent.unroll_length + 1):
+    for t in range(agent.sequence_length + 1):
         step = StepBatch(_random_observations(rng, rows, env_config), rng.standard_normal(rows).astype(np.float32),
                          np.zeros(rows, bool), np.zeros(rows, bool), np.full(rows, t == 0))
         engine.process([StepRequest(env_ids, step)])
@@ -156,11 +157,10 @@ def train_only_phase(setup: Setup) -> dict:
     """The train-step cost: `learn` on one real-layout batch, again and again."""
     agent, env_config, frame_skip, device = _make_agent(setup)
     batch = _real_layout_batch(agent, env_config, device)
-    args = (batch,) if setup.learner.algo == "vtrace" else (batch, np.ones(agent.batch_size, np.float32))
 
     def learn() -> None:
         with tf.device(device):
-            out = agent.learn(*args)
+            out = agent.learn(batch)
         float(out["loss"] if "loss" in out else next(iter(out.values())))
 
     calls, elapsed, machine = _time_calls(learn, min(setup.warmup_s, 3.0), setup.seconds)

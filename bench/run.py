@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from algorithms.networks import NetworkConfig
+from algorithms.registry import algorithm
 from bench.phases import Setup, env_phase, model_phase, system_phase, train_only_phase
 from bench.report import machine, plot_sweep, print_table
-from server.learner import ALGO_CONFIGS, LearnerConfig
+from server.learner import LearnerConfig
 
 NETWORK_FIELDS = {f.name for f in dataclasses.fields(NetworkConfig)}
 
@@ -59,7 +60,7 @@ def bracketed(before: dict, after: dict) -> dict:
 
 
 def _setup(config: BenchConfig, actors: int, task_defaults: dict) -> Setup:
-    algo_cls = ALGO_CONFIGS[config.algo]
+    algo_cls = algorithm(config.algo).config_class
     names = {f.name for f in dataclasses.fields(algo_cls)}
     algo = algo_cls(**{k: v for k, v in task_defaults.items() if k in names})
     learner = LearnerConfig(env=config.env, algo=config.algo, address="127.0.0.1:0",

@@ -22,13 +22,19 @@ COMMANDS = {
 }
 
 
+def _algorithm(algo: str):
+    from algorithms.registry import ALGORITHMS
+
+    if algo not in ALGORITHMS:
+        raise SystemExit(f"seedfleet: unknown --algo {algo!r}; choose from {', '.join(ALGORITHMS)}")
+    return ALGORITHMS[algo]
+
+
 def _learner_classes(algo: str) -> list:
     from algorithms.networks import NetworkConfig
-    from server.learner import ALGO_CONFIGS, LearnerConfig
+    from server.learner import LearnerConfig
 
-    if algo not in ALGO_CONFIGS:
-        raise SystemExit(f"seedfleet: unknown --algo {algo!r}; choose from {', '.join(ALGO_CONFIGS)}")
-    return [LearnerConfig, ALGO_CONFIGS[algo], NetworkConfig]
+    return [LearnerConfig, _algorithm(algo).config_class, NetworkConfig]
 
 
 def _classes(command: str, algo: str) -> list:
@@ -65,32 +71,13 @@ def _algo_and_env(argv: list[str]) -> tuple[str, str]:
 
 
 def task_defaults(command: str, algo: str, env: str) -> dict:
-    """Defaults that follow the task; any flag given still wins.
-
-    V-trace on an Atari env takes impala.ATARI_DEFAULTS (with --max-frames 20M when no
-    budget is given, where the learning rate reaches 0), R2D2 on a non-Atari env takes
-    VECTOR_OBSERVATION_DEFAULTS, and R2D2 anywhere ALL_ENV_DEFAULTS. `run --algo r2d2` starts
-    one evaluation actor: under Ape-X epsilons (up to 0.4) the training returns say little
-    of the policy, so progress and --target-return are read off the evaluation episodes.
-    """
+    """Defaults that follow the task (the algorithm's registry entry says which, for an
+    Atari env or another, and for `run`); any flag given still wins."""
     if command in ("actor", "bench", "eval", "export"):
         return {}
     from seedfleet.envs import atari_settings
 
-    atari = atari_settings(env) is not None
-    if algo == "vtrace":
-        from algorithms.impala import ATARI_DEFAULTS
-
-        if not atari:
-            return {}
-        run_only = {"envs_per_actor": 32} if command == "run" else {}
-        return {**ATARI_DEFAULTS, "max_frames": 20_000_000, **run_only}
-    from algorithms.r2d2 import ALL_ENV_DEFAULTS, VECTOR_OBSERVATION_DEFAULTS
-
-    defaults = {**ALL_ENV_DEFAULTS, **({} if atari else VECTOR_OBSERVATION_DEFAULTS)}
-    if command == "run":
-        defaults["eval_actors"] = 1
-    return defaults
+    return _algorithm(algo).task_defaults(atari_settings(env) is not None, command == "run")
 
 
 def build_parser(command: str, algo: str = "vtrace", env: str = "CartPole-v1") -> argparse.ArgumentParser:

@@ -28,6 +28,10 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from algorithms.agent import Agent
+from algorithms.trainer import TrainerThread
+from server.metrics import Metrics
+
 log = logging.getLogger("seedfleet.checkpoint")
 
 FORMAT = 1
@@ -182,10 +186,11 @@ class LearnerCheckpoints:
     replay are those between two learner steps.
     """
 
-    def __init__(self, store: CheckpointStore, agent, trainer, metrics, setup: dict, with_replay: bool):
+    def __init__(self, store: CheckpointStore, agent: Agent, trainer: TrainerThread, metrics: Metrics, setup: dict,
+                 with_replay: bool):
         self.store, self.agent, self.trainer, self.metrics = store, agent, trainer, metrics
         self.setup = setup
-        self.with_replay = with_replay and hasattr(trainer, "replay_arrays")
+        self.with_replay = with_replay
 
     def _check(self, state: dict) -> None:
         saved = state["setup"]
@@ -201,13 +206,13 @@ class LearnerCheckpoints:
         if restored is None:
             return None
         self.metrics.restore(restored.state["metrics"])
-        if restored.arrays is not None and hasattr(self.trainer, "restore_replay"):
+        if restored.arrays is not None:
             try:
                 self.trainer.restore_replay(restored.arrays)
             except (KeyError, ValueError) as error:
                 log.warning("the replay in %s does not fit this learner (%s); starting with an empty one",
                             restored.path, error)
-        replay = f", replay of {len(self.trainer.replay):,} sequences" if restored.arrays is not None else ""
+        replay = f", replay of {self.trainer.replay_size():,} sequences" if restored.arrays is not None else ""
         log.info("restored %s: %d frames, %d learner steps%s", restored.path.name, self.metrics.frames,
                  self.metrics.learner_steps, replay)
         return restored

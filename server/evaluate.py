@@ -21,10 +21,11 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms.networks import NetworkConfig
+from algorithms.registry import algorithm
 from seedfleet.envs import EnvBatch, atari_settings
 from seedfleet.v1 import actor_learner_pb2 as pb
 from server.checkpoint import newest_checkpoint
-from server.learner import ALGO_CONFIGS, LearnerConfig, compute_device, env_config_for, make_agent
+from server.learner import LearnerConfig, compute_device, env_config_for, make_agent
 
 log = logging.getLogger("seedfleet.eval")
 
@@ -54,7 +55,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     setup = json.loads((checkpoint / "state.json").read_text())["setup"]
     learner_fields = {f.name for f in dataclasses.fields(LearnerConfig)}
     learner = LearnerConfig(**{k: v for k, v in setup["learner"].items() if k in learner_fields})
-    algo = ALGO_CONFIGS[setup["algo"]](**setup["agent"])
+    algo = algorithm(setup["algo"]).config_class(**setup["agent"])
     network = NetworkConfig(**{**setup["network"], "mlp_sizes": tuple(setup["network"]["mlp_sizes"])})
     env_config, _ = env_config_for(learner)
     device = compute_device()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
+from algorithms.agent import Agent
 from seedfleet.envs import StepBatch
 from server.env_slots import EnvSlots
 from server.metrics import Metrics
@@ -30,7 +31,7 @@ class StepRequest:
 
 
 class InferenceEngine:
-    def __init__(self, agent, slots: EnvSlots, unrolls: UnrollQueue, metrics: Metrics, device: str):
+    def __init__(self, agent: Agent, slots: EnvSlots, unrolls: UnrollQueue, metrics: Metrics, device: str):
         self.agent = agent
         self.device = device
         self.slots = slots

@@ -17,7 +17,6 @@ import logging
 import math
 import signal
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,10 +27,10 @@ import grpc
 import numpy as np
 import tensorflow as tf
 
-from algorithms.impala import ImpalaAgent, ImpalaConfig
-from algorithms.networks import NetworkConfig, is_image
-from algorithms.r2d2 import R2D2Config, ape_x_epsilons
-from algorithms.r2d2_agent import R2D2Agent
+from algorithms.agent import Agent, AgentContext
+from algorithms.networks import NetworkConfig
+from algorithms.registry import AlgoConfig, algorithm
+from algorithms.trainer import OnPolicyTrainer
 from seedfleet.envs import EnvBatch, atari_settings
 from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
@@ -43,7 +42,6 @@ from server.env_slots import EnvSlots
 from server.health import add_health
 from server.inference import InferenceEngine
 from server.metrics import Metrics, Reporter, write_summary
-from server.replay_trainer import ReplayTrainer
 from server.service import LearnerService
 from server.unroll_queue import UnrollQueue
 
@@ -108,32 +106,14 @@ def resolve_compute_dtype(requested: str, device: str) -> str:
     return "bfloat16" if device.startswith("/CPU") and "amx_bf16" in flags else "float32"
 
 
-AlgoConfig = ImpalaConfig | R2D2Config
-ALGO_CONFIGS: dict[str, type] = {"vtrace": ImpalaConfig, "r2d2": R2D2Config}
-
-
 def make_agent(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig, env_config: pb.EnvConfig,
-               device: str, frame_skip: int = 1):
+               device: str, frame_skip: int = 1) -> Agent:
+    """The agent of `config.algo` for this env, its torso's arithmetic resolved for `device`."""
     network = dataclasses.replace(network, compute_dtype=resolve_compute_dtype(network.compute_dtype, device))
-    obs_shape = tuple(env_config.observation.shape)
-    obs_dtype = np.dtype(env_config.observation.dtype)
-    if config.algo == "vtrace":
-        decay_steps = 0
-        if algo_config.learning_rate_decay:
-            if not config.max_frames:
-                raise ValueError("--learning-rate-decay falls to 0 at --max-frames: set --max-frames")
-            decay_steps = config.max_frames // (frame_skip * algo_config.batch_size * algo_config.unroll_length)
-        return ImpalaAgent(algo_config, network, obs_shape, obs_dtype, env_config.num_actions, seed=config.seed,
-                           decay_steps=decay_steps)
-    if config.algo == "r2d2":
-        if not network.lstm_size:  # R2D2 is recurrent: 512 for Atari-sized frames, 128 for small boards
-            size = (512 if min(obs_shape[:2]) >= 36 else 128) if is_image(obs_shape) else 64
-            network = dataclasses.replace(network, lstm_size=size)
-        agent = R2D2Agent(algo_config, network, obs_shape, obs_dtype, env_config.num_actions, config.seed,
-                          config.max_envs)
-        agent.set_epsilons(ape_x_epsilons(config.exploration_envs or config.max_envs))
-        return agent
-    raise ValueError(f"unknown algo {config.algo!r}")
+    context = AgentContext(tuple(env_config.observation.shape), np.dtype(env_config.observation.dtype),
+                           env_config.num_actions, config.seed, config.max_envs, config.exploration_envs,
+                           config.max_frames, frame_skip)
+    return algorithm(config.algo).make_agent(algo_config, network, context)
 
 
 def run_setup(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig) -> dict:
@@ -141,31 +121,6 @@ def run_setup(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkCo
     setup = {"env": config.env, "algo": config.algo, "network": dataclasses.asdict(network),
              "agent": dataclasses.asdict(algo_config), "learner": dataclasses.asdict(config)}
     return json.loads(json.dumps(setup, default=str))  # tuples become lists, as they read back
-
-
-class Trainer(threading.Thread):
-    """Takes batches of unrolls off the queue and trains on them (or drops them, if not
-    `learn`), until stopped."""
-
-    def __init__(self, agent, queue: UnrollQueue, metrics: Metrics, device: str, learn: bool = True):
-        super().__init__(name="trainer", daemon=True)
-        self.agent, self.queue, self.metrics, self.device, self.learn = agent, queue, metrics, device, learn
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
-        self.lock = threading.Lock()  # held while the variables change (checkpoints wait)
-
-    def run(self) -> None:
-        name_this_thread("trainer")
-        try:
-            while not self.stopping.is_set():
-                batch = self.queue.get_batch(self.agent.batch_size, timeout_s=0.5)
-                if batch is None or not self.learn:
-                    continue
-                with self.lock, tf.device(self.device):
-                    out = self.agent.learn(batch)
-                self.metrics.add_learner_step({k: float(v) for k, v in out.items()})
-        except BaseException as error:  # noqa: BLE001 - reported by the main loop
-            self.error = error
 
 
 async def bounded(step: str, awaitable: Awaitable, timeout_s: float) -> None:
@@ -208,7 +163,7 @@ async def serve(
     metrics = Metrics(frame_skip)
     queue = UnrollQueue(config.queue_unrolls or 2 * agent.batch_size, agent.batch_size)
     slots = EnvSlots(
-        config.max_envs, agent.unroll_length, tuple(env_config.observation.shape),
+        config.max_envs, agent.sequence_length, tuple(env_config.observation.shape),
         np.dtype(env_config.observation.dtype), agent.extras_spec, agent.initial_state,
         overlap=agent.overlap,
     )
@@ -225,10 +180,10 @@ async def serve(
     health = await add_health(server)  # grpc.health.v1: SERVING from start to stop
     port = server.add_insecure_port(config.address)
     address = config.address if config.address.startswith("unix:") else f"localhost:{port}"
-    if config.algo == "r2d2" and config.train:
-        trainer = ReplayTrainer(agent, queue, metrics, device, algo_config, config.seed)
-    else:
-        trainer = Trainer(agent, queue, metrics, device, learn=config.train)
+    if config.train:
+        trainer = algorithm(config.algo).make_trainer(agent, queue, metrics, device, algo_config, config.seed)
+    else:  # the bench's serve-only phase: unrolls are assembled and dropped
+        trainer = OnPolicyTrainer(agent, queue, metrics, device, learn=False)
     checkpoints = LearnerCheckpoints(CheckpointStore(logdir / "checkpoints", config.keep_checkpoints), agent, trainer,
                                      metrics, run_setup(config, algo_config, network), config.checkpoint_replay)
     if not config.fresh:

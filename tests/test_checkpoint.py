@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from algorithms.replay import PrioritizedReplay
+from algorithms.r2d2.replay import PrioritizedReplay
 from server.checkpoint import CheckpointMismatch, CheckpointStore, LearnerCheckpoints, newest_checkpoint
 from server.metrics import Metrics
 

@@ -46,7 +46,7 @@ def test_unknown_command_is_an_error(capsys):
 
 
 def test_r2d2_takes_task_defaults_that_flags_still_override():
-    from algorithms.r2d2 import R2D2Config
+    from algorithms.r2d2.config import R2D2Config
 
     vector = build_parser("run", "r2d2", "CartPole-v1").parse_args([])
     assert (vector.burn_in, vector.unroll_length, vector.n_step, vector.replay_ratio) == (10, 20, 3, 8.0)

@@ -11,16 +11,17 @@ import tensorflow as tf
 from conftest import Proc, seedfleet
 
 from algorithms.networks import NetworkConfig
-from algorithms.r2d2 import VECTOR_OBSERVATION_DEFAULTS
+from algorithms.r2d2.config import VECTOR_OBSERVATION_DEFAULTS
+from algorithms.registry import ALGORITHMS
 from server.checkpoint import CheckpointStore, LearnerCheckpoints
-from server.learner import ALGO_CONFIGS, LearnerConfig, env_config_for, make_agent, run_setup
+from server.learner import LearnerConfig, env_config_for, make_agent, run_setup
 from server.metrics import Metrics
 
 
 def _checkpoint(logdir, algo: str, env: str = "CartPole-v1", network: NetworkConfig | None = None):
     """An agent with weights moved off their initial values, saved as the learner saves."""
     config = LearnerConfig(env=env, algo=algo, logdir=str(logdir))
-    algo_config = ALGO_CONFIGS[algo](**(VECTOR_OBSERVATION_DEFAULTS if algo == "r2d2" else {}))
+    algo_config = ALGORITHMS[algo].config_class(**(VECTOR_OBSERVATION_DEFAULTS if algo == "r2d2" else {}))
     network = network or NetworkConfig()
     env_config, _ = env_config_for(config)
     agent = make_agent(config, algo_config, network, env_config, "/CPU:0")

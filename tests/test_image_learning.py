@@ -11,7 +11,8 @@ import pytest
 import tensorflow as tf
 from in_process import train
 
-from algorithms.impala import ImpalaAgent, ImpalaConfig
+from algorithms.impala.agent import ImpalaAgent
+from algorithms.impala.config import ImpalaConfig
 from algorithms.networks import NetworkConfig
 from seedfleet.moving_dot import MovingDot
 

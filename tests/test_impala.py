@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 
 from algorithms import optim
-from algorithms.impala import (
-    ImpalaAgent,
-    ImpalaConfig,
+from algorithms.impala.agent import ImpalaAgent
+from algorithms.impala.config import ImpalaConfig
+from algorithms.impala.loss import (
     clipped_surrogate_loss,
     impala_loss,
     normalized,

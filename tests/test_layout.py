@@ -7,6 +7,7 @@ into the CLI that runs it.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,14 @@ def test_package_imports_only_what_its_layer_may(package):
     broken = [f"{p.relative_to(ROOT)} imports {name}" for p in files for name in imported_modules(p)
               if name.split(".")[0] in RULES[package]]
     assert not broken, broken
+
+
+def test_no_code_picks_an_algorithm_by_name_outside_the_registry():
+    """Adding an algorithm is one folder and one registry line: no `algo ==` branch, no
+    `hasattr` probing of agents or trainers anywhere else."""
+    pattern = re.compile(r"""algo\w*\s*[!=]=|[!=]=\s*["'](vtrace|r2d2)["']|\bhasattr\(""")
+    found = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}"
+             for package in ("server", "deploy", "bench", "algorithms", "seedfleet", "actor_client")
+             for p in Path(ROOT, package).rglob("*.py") if p.name != "registry.py"
+             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not found, found

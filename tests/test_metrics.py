@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from algorithms.impala import ImpalaAgent, ImpalaConfig
+from algorithms.impala.agent import ImpalaAgent
+from algorithms.impala.config import ImpalaConfig
 from algorithms.networks import NetworkConfig
 from seedfleet.envs import StepBatch
 from server.env_slots import EnvSlots
@@ -14,7 +15,7 @@ from server.unroll_queue import UnrollQueue
 def test_evaluation_envs_steps_are_counted_apart_from_the_frame_budget():
     agent = ImpalaAgent(ImpalaConfig(unroll_length=4, batch_size=2), NetworkConfig(jit_compile=False), (4,),
                         np.dtype(np.float32), 2, seed=0)
-    slots = EnvSlots(8, agent.unroll_length, (4,), np.dtype(np.float32), agent.extras_spec, agent.initial_state,
+    slots = EnvSlots(8, agent.sequence_length, (4,), np.dtype(np.float32), agent.extras_spec, agent.initial_state,
                      overlap=agent.overlap)
     metrics = Metrics(frame_skip=4)
     engine = InferenceEngine(agent, slots, UnrollQueue(16, 2), metrics, "/CPU:0")

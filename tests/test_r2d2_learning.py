@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from algorithms import optim
 from algorithms.networks import DuelingQNet, NetworkConfig
-from algorithms.r2d2 import R2D2Config, ape_x_epsilons, r2d2_loss
+from algorithms.r2d2.config import R2D2Config, ape_x_epsilons
+from algorithms.r2d2.loss import r2d2_loss
 
 A = 3
 
@@ -120,7 +121,7 @@ def test_one_training_step_lowers_the_loss_on_a_fixed_batch():
 
 
 def test_acting_is_epsilon_greedy_per_env_and_remembers_the_action():
-    from algorithms.r2d2_agent import R2D2Agent
+    from algorithms.r2d2.agent import R2D2Agent
 
     agent = R2D2Agent(R2D2Config(burn_in=2, unroll_length=4), NetworkConfig(mlp_sizes=(8,), lstm_size=4),
                       (4,), np.dtype(np.float32), A, seed=0, max_envs=4)

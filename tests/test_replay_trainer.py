@@ -7,9 +7,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from algorithms.r2d2 import R2D2Config
+from algorithms.r2d2.config import R2D2Config
+from algorithms.r2d2.trainer import RATIO_TOLERANCE_BATCHES, ReplayTrainer
 from server.metrics import Metrics
-from server.replay_trainer import RATIO_TOLERANCE_BATCHES, ReplayTrainer
 from server.unroll_queue import UnrollQueue
 
 BATCH, CHUNK, RATIO = 4, 4, 2.0

@@ -1,4 +1,4 @@
-"""IMPALA (Espeholt et al., 2018): an actor-critic trained with V-trace targets.
+"""The IMPALA loss (Espeholt et al., 2018): an actor-critic trained with V-trace targets.
 
 One flow: the learner's inference calls `ImpalaAgent.act` on a batch of envs; complete
 unrolls of T + 1 steps come back to `ImpalaAgent.learn` in batches.
@@ -19,58 +19,12 @@ reads reward[t+1], terminated[t+1] and first[t+1]:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import tensorflow as tf
 
-from algorithms import optim, vtrace
-from algorithms.agent_io import act_signature, time_major
-from algorithms.networks import NetworkConfig, PolicyValueNet
-
-
-@dataclass
-class ImpalaConfig:
-    discount: float = 0.99  # gamma
-    unroll_length: int = 20  # T: transitions per unroll (rows: T + 1, overlapping by one)
-    batch_size: int = 16  # unrolls per learner step
-    optimizer: str = "adam"  # adam | rmsprop (Keras': RMSProp's epsilon sits inside the square root)
-    learning_rate: float = 1e-3  # the optimizer's step size
-    optimizer_epsilon: float = 1e-5  # Adam's or RMSProp's epsilon
-    rmsprop_decay: float = 0.99  # RMSProp's rho (decay of the mean square)
-    learning_rate_decay: bool = False  # the learning rate falls linearly to 0 at --max-frames
-    baseline_cost: float = 0.5  # weight of the value loss 0.5 * (v_s - V(x_s))^2
-    entropy_cost: float = 0.01  # weight of the entropy bonus
-    max_grad_norm: float = 40.0  # gradients are clipped to this global norm
-    clip_rho_threshold: float = 1.0  # rho_bar of the V-trace targets
-    clip_pg_rho_threshold: float = 1.0  # rho_bar of the policy-gradient advantage
-    vtrace_lambda: float = 1.0  # lambda of the V-trace traces c_t
-    reward_clip: float = 1.0  # rewards are clipped to [-c, c] for training; 0 turns it off
-    life_loss_terminal: bool = False  # training ends the episode at a lost life (Atari); returns stay game scores
-    normalize_advantages: bool = False  # policy-gradient advantages scaled to mean 0, std 1 over each batch
-    epochs: int = 1  # gradient steps on each batch (APPO: several, with --clip-ratio)
-    clip_ratio: float = 0.0  # PPO's clip on pi/mu in the policy loss (APPO: 0.1); 0: IMPALA's -log pi * A
-
-
-# Atari (ALE ids), applied by default as VECTOR_OBSERVATION_DEFAULTS are to R2D2 on CartPole.
-# On a CPU the learner trains about 900 to 1,200 transitions a second whatever the batch
-# (BENCHMARKS.md), so the number of updates per frame is set by the batch alone: 8 unrolls
-# of 10 make 80 transitions per update, as A2C's 16 envs x 5 steps, about 60,000 updates
-# in 20M frames (IMPALA's 32 x 20 would make 7,800). The step size falls linearly to 0 at
-# --max-frames, as in IMPALA and CleanRL's PPO. The IMPALA paper's shallow torso costs a
-# third of the Nature torso's arithmetic: on two CPU cores the system runs 4,100 frames/s
-# with it against 2,350 with the Nature torso.
-ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
-    "torso": "impala_shallow",
-    "optimizer": "adam",
-    "learning_rate": 6e-4,
-    "optimizer_epsilon": 1e-5,
-    "learning_rate_decay": True,
-    "batch_size": 8,
-    "unroll_length": 10,
-    "entropy_cost": 0.01,
-    "reward_clip": 1.0,
-}
+from algorithms.impala import vtrace
+from algorithms.impala.config import ImpalaConfig
+from algorithms.networks import PolicyValueNet
 
 
 def transitions(batch: dict, config: ImpalaConfig) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -189,81 +143,3 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: dict) -> tuple
         "policy/mean_rho": tf.reduce_sum(mask * tf.exp(tf.minimum(log_rhos, 10.0))) / n,
     }
     return loss, metrics
-
-
-class ImpalaAgent(tf.Module):
-    """Acting and learning for IMPALA on one set of variables."""
-
-    def __init__(
-        self,
-        config: ImpalaConfig,
-        network: NetworkConfig,
-        obs_shape: tuple[int, ...],
-        obs_dtype: np.dtype,
-        num_actions: int,
-        seed: int = 0,
-        decay_steps: int = 0,
-    ):
-        """`decay_steps`: learner steps over which the learning rate falls to 0 (0: constant)."""
-        super().__init__()
-        if config.epochs < 1:
-            raise ValueError(f"epochs must be at least 1, got {config.epochs}")
-        self.config = config
-        self.net = PolicyValueNet(network, obs_shape, num_actions, seed, obs_dtype)
-        self.optimizer = optim.build(
-            optim.make_optimizer(config.optimizer, config.learning_rate, config.optimizer_epsilon,
-                                 decay_steps * config.epochs, config.rmsprop_decay),
-            self.net.trainable_variables,
-        )
-        self.unroll_length = config.unroll_length
-        self.overlap = 1  # consecutive unrolls share one row
-        self.batch_size = config.batch_size
-        # Per-step outputs of `act` that unrolls keep beside the action.
-        self.extras_spec = {"logits": ((num_actions,), np.dtype(np.float32))}
-        signature = act_signature(obs_shape, obs_dtype, self.initial_state(1))
-        self.act = tf.function(self._act, input_signature=signature)
-        self.policy = tf.function(self._policy, input_signature=signature)
-        self.learn = tf.function(self._learn, jit_compile=network.jit_compile)
-
-    def checkpointed(self) -> dict[str, tf.Module]:
-        """What a checkpoint holds: the network and the optimizer's state."""
-        return {"net": self.net, "optimizer": self.optimizer}
-
-    def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
-        return self.net.initial_state(batch_size)
-
-    def assign_envs(self, lo: int, hi: int, evaluation: bool) -> None:
-        """Env ids lo..hi-1 have a new owner; every env acts from the same policy, so nothing to do."""
-
-    def _act(self, obs, reward, first, env_ids, state):
-        """One step for a batch of envs: actions sampled from pi, logits kept for V-trace."""
-        del reward, env_ids  # every env follows the same stochastic policy
-        logits, _, new_state = self.net(obs[None], first[None], state)
-        logits = logits[0]
-        actions = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]
-        return actions, {"logits": logits}, new_state
-
-    def _policy(self, obs, reward, first, env_ids, state):
-        """The greedy policy (evaluation, export): the most likely action; returns (actions, logits, state)."""
-        del reward, env_ids
-        logits, _, new_state = self.net(obs[None], first[None], state)
-        return tf.argmax(logits[0], axis=-1, output_type=tf.int32), logits[0], new_state
-
-    def _learn(self, batch: dict) -> dict:
-        """`epochs` gradient steps on a batch of unrolls given batch-major ([B, T+1, ...]).
-
-        The metrics are the first step's (the policy as it acted, rho against the actors'
-        lag alone), with the last step's mean rho beside them when there are several."""
-        batch = time_major(batch)
-        variables = self.net.trainable_variables
-        for epoch in range(self.config.epochs):
-            with tf.GradientTape() as tape:
-                loss, step_metrics = impala_loss(self.net, self.config, batch)
-            grads = tape.gradient(loss, variables)
-            grad_norm = optim.apply_clipped(self.optimizer, grads, variables, self.config.max_grad_norm)
-            if epoch == 0:
-                metrics = {**step_metrics, "grad_norm": grad_norm}
-        if self.config.epochs > 1:
-            metrics["policy/last_epoch_mean_rho"] = step_metrics["policy/mean_rho"]
-        metrics["learning_rate"] = optim.current_learning_rate(self.optimizer)
-        return metrics

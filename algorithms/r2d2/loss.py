@@ -14,63 +14,10 @@ priority is eta * max_t |td_t| + (1 - eta) * mean_t |td_t|.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
 import tensorflow as tf
 
 from algorithms.networks import DuelingQNet
-
-
-@dataclass
-class R2D2Config:
-    discount: float = 0.997  # gamma
-    burn_in: int = 40  # rows that only warm up the LSTM
-    unroll_length: int = 80  # transitions trained on per sequence
-    n_step: int = 5  # steps in the bootstrapped target
-    batch_size: int = 32  # sequences per learner step
-    learning_rate: float = 1e-4  # Adam step size
-    adam_epsilon: float = 1e-3  # Adam epsilon
-    max_grad_norm: float = 40.0  # gradients are clipped to this global norm
-    target_update_period: int = 2500  # learner steps between target-network copies
-    priority_eta: float = 0.9  # priority = eta * max|td| + (1 - eta) * mean|td|
-    priority_exponent: float = 0.9  # alpha of prioritized replay
-    importance_sampling_exponent: float = 0.6  # beta of prioritized replay
-    value_rescale_eps: float = 1e-3  # epsilon of h(x)
-    replay_capacity: int = 10_000  # sequences kept in replay (Atari: about 8.6 GB once full)
-    min_replay_size: int = 100  # sequences in replay before training starts
-    replay_ratio: float = 2.0  # sequences trained on per sequence inserted, held both ways by the learner
-
-
-# The defaults above are the paper's, for Atari. Envs with vector observations (CartPole
-# and friends) have short episodes and small networks; there shorter sequences, a 3-step
-# target, a target net copied 25x as often and 4x the replay per inserted sequence learn
-# in minutes, where the Atari values barely move within an hour (BENCHMARKS.md). Their
-# sequences are small, so the replay holds twice as many.
-VECTOR_OBSERVATION_DEFAULTS: dict[str, float | int] = {
-    "discount": 0.99,
-    "burn_in": 10,
-    "unroll_length": 20,
-    "n_step": 3,
-    "learning_rate": 1e-3,
-    "target_update_period": 100,
-    "min_replay_size": 64,
-    "replay_ratio": 8.0,
-    "replay_capacity": 20_000,
-}
-
-# Defaults for R2D2 on every env. Its training step unrolls the LSTM over burn-in + T steps
-# in Python, a graph XLA took 33 s to compile on CartPole (two CPU cores) for no gain in
-# steady state (10.3 against 9.8 learner steps/s without it); a checkpoint, and so a stop,
-# would wait out that compile.
-ALL_ENV_DEFAULTS: dict[str, bool] = {"jit_compile": False}
-
-
-def ape_x_epsilons(num_envs: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:
-    """Per-env exploration rates of Ape-X: eps_i = base ** (1 + alpha * i / (N - 1))."""
-    if num_envs == 1:
-        return np.array([base], np.float32)
-    return (base ** (1.0 + alpha * np.arange(num_envs) / (num_envs - 1))).astype(np.float32)
+from algorithms.r2d2.config import R2D2Config
 
 
 def value_rescale(x, eps: float = 1e-3) -> tf.Tensor:

@@ -14,17 +14,16 @@ env steps: bytes per stored step are counted over those.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
-from algorithms.r2d2 import R2D2Config
-from algorithms.replay import PrioritizedReplay
+from algorithms.r2d2.agent import R2D2Agent
+from algorithms.r2d2.config import R2D2Config
+from algorithms.r2d2.replay import PrioritizedReplay
+from algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
 from seedfleet.threads import name_this_thread
-from server.metrics import Metrics
-from server.unroll_queue import UnrollQueue
 
 
 def available_memory_bytes() -> float:
@@ -60,16 +59,16 @@ def check_replay_fits(chunk: dict, capacity: int) -> None:
 RATIO_TOLERANCE_BATCHES = 2  # batches of training the learner may owe before it stops taking data
 
 
-class ReplayTrainer(threading.Thread):
-    def __init__(self, agent, queue: UnrollQueue, metrics: Metrics, device: str, config: R2D2Config, seed: int):
-        super().__init__(name="trainer", daemon=True)
-        self.agent, self.queue, self.metrics, self.device, self.config = agent, queue, metrics, device, config
+class ReplayTrainer(TrainerThread):
+    """`lock` is held while the replay or the variables change (checkpoints wait)."""
+
+    def __init__(self, agent: R2D2Agent, queue: UnrollSource, metrics: LearnerStepRecorder, device: str,
+                 config: R2D2Config, seed: int):
+        super().__init__(agent, queue, metrics, device)
+        self.config = config
         self.replay = PrioritizedReplay(
             config.replay_capacity, config.priority_exponent, config.importance_sampling_exponent, seed=seed
         )
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
-        self.lock = threading.Lock()  # held while the replay or the variables change (checkpoints wait)
         self.inserted = 0
         self.trained = 0
 
@@ -82,6 +81,9 @@ class ReplayTrainer(threading.Thread):
         """Loads what `replay_arrays` gave; raises ValueError if it does not fit this replay."""
         self.replay.load_arrays({k: v for k, v in arrays.items() if not k.startswith("trainer/")})
         self.inserted, self.trained = int(arrays["trainer/inserted"]), int(arrays["trainer/trained"])
+
+    def replay_size(self) -> int:
+        return len(self.replay)
 
     def _owed(self) -> float:
         """Sequences of training the replay ratio asks for and the learner has not done."""

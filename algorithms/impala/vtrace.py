@@ -27,7 +27,7 @@ The policy-gradient advantage uses the one-step-ahead target,
 
 Here gamma_s is the per-step discount: gamma times zero at a termination. A step whose
 importance weight is zero (log_rho = -inf) has v_s = V(x_s) and A_s = 0, which is how
-the learner cuts transitions that are not real (see algorithms/impala.py).
+the learner cuts transitions that are not real (see algorithms/impala/loss.py).
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms import optim
-from algorithms.agent_io import act_signature, time_major
+from algorithms.agent import act_signature, time_major
 from algorithms.networks import DuelingQNet, NetworkConfig
-from algorithms.r2d2 import R2D2Config, q_of_actions, r2d2_loss, sequence_priorities, sequence_td
+from algorithms.r2d2.config import R2D2Config
+from algorithms.r2d2.loss import q_of_actions, r2d2_loss, sequence_priorities, sequence_td
 
 EVAL_EPSILON = 0.001  # exploration of evaluation envs
 
@@ -37,7 +38,7 @@ class R2D2Agent(tf.Module):
         self.optimizer = optim.build(optim.make_optimizer("adam", config.learning_rate, config.adam_epsilon),
                                      self.online.trainable_variables)
         self.num_actions = num_actions
-        self.unroll_length = config.burn_in + config.unroll_length  # rows - 1
+        self.sequence_length = config.burn_in + config.unroll_length  # transitions per stored sequence
         self.overlap = config.burn_in + 1  # every transition is trained in exactly one sequence
         self.batch_size = config.batch_size
         self.extras_spec = {"q": ((num_actions,), np.dtype(np.float32))}
@@ -112,9 +113,12 @@ class R2D2Agent(tf.Module):
         td, mask = sequence_td(q_taken, tf.reduce_max(q[1:], axis=-1), batch, self.config)
         return sequence_priorities(td, mask, self.config.priority_eta)
 
-    def _learn(self, batch: dict, weights) -> dict:
-        """One step on sampled sequences (batch-major); returns metrics and "priorities"."""
+    def _learn(self, batch: dict, weights=None) -> dict:
+        """One step on sampled sequences (batch-major) with their importance weights (none:
+        all 1); returns metrics and "priorities"."""
         batch = time_major(batch)
+        if weights is None:
+            weights = tf.ones([self.batch_size])
         with tf.GradientTape() as tape:
             loss, priorities, metrics = r2d2_loss(self.online, self.target, self.config, batch, weights)
         grads = tape.gradient(loss, self.online.trainable_variables)

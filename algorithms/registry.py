@@ -1,0 +1,42 @@
+"""Every algorithm, by the name `--algo` takes. Adding one is one folder and one line here.
+
+An entry gives the algorithm's config class (its flags), its task defaults (flag values
+that follow the env: Atari or not, and `seedfleet run`'s launch), `make_agent` and
+`make_trainer`. Nothing outside this file picks an algorithm by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from algorithms.agent import Agent, AgentContext
+from algorithms.impala import builder as impala
+from algorithms.impala.config import ImpalaConfig
+from algorithms.networks import NetworkConfig
+from algorithms.r2d2 import builder as r2d2
+from algorithms.r2d2.config import R2D2Config
+from algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    config_class: type
+    task_defaults: Callable[[bool, bool], dict]  # (atari, run) -> flag defaults
+    make_agent: Callable[[Any, NetworkConfig, AgentContext], Agent]
+    make_trainer: Callable[[Agent, UnrollSource, LearnerStepRecorder, str, Any, int], TrainerThread]
+
+
+ALGORITHMS: dict[str, Algorithm] = {
+    "vtrace": Algorithm(ImpalaConfig, impala.task_defaults, impala.make_agent, impala.make_trainer),
+    "r2d2": Algorithm(R2D2Config, r2d2.task_defaults, r2d2.make_agent, r2d2.make_trainer),
+}
+
+AlgoConfig = ImpalaConfig | R2D2Config
+
+
+def algorithm(name: str) -> Algorithm:
+    if name not in ALGORITHMS:
+        raise ValueError(f"unknown algo {name!r}; choose from {', '.join(ALGORITHMS)}")
+    return ALGORITHMS[name]
