@@ -50,3 +50,20 @@ def test_no_code_picks_an_algorithm_by_name_outside_the_registry():
              for p in Path(ROOT, package).rglob("*.py") if p.name != "registry.py"
              for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not found, found
+
+
+def test_no_cycle_between_packages():
+    """The packages' import graph (lazy imports included) is acyclic: the CLI and the bench
+    on top, the learner and the actor beside each other, algorithms and the core below."""
+    packages = [*RULES, "deploy"]
+    edges = {package: {name.split(".")[0] for p in Path(ROOT, package).rglob("*.py") for name in imported_modules(p)}
+             & (set(packages) - {package}) for package in packages}
+
+    def cycle_from(package: str, path: tuple[str, ...]) -> tuple[str, ...] | None:
+        if package in path:
+            return (*path, package)
+        return next((c for nxt in sorted(edges[package]) if (c := cycle_from(nxt, (*path, package)))), None)
+
+    cycles = [c for package in packages if (c := cycle_from(package, ()))]
+    assert not cycles, cycles[0]
+    assert "bench" in edges["deploy"] and "deploy" not in edges["bench"]  # the CLI runs the bench, not back
