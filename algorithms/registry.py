@@ -18,6 +18,7 @@ from algorithms.networks import NetworkConfig
 from algorithms.r2d2 import builder as r2d2
 from algorithms.r2d2.config import R2D2Config
 from algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
+from seedfleet.envs import atari_settings
 
 
 @dataclass(frozen=True)
@@ -40,3 +41,9 @@ def algorithm(name: str) -> Algorithm:
     if name not in ALGORITHMS:
         raise ValueError(f"unknown algo {name!r}; choose from {', '.join(ALGORITHMS)}")
     return ALGORITHMS[name]
+
+
+def task_defaults(algo: str, env: str, run: bool = False) -> dict:
+    """Flag defaults that follow the task: `algo`'s for an Atari env or another, and for
+    `seedfleet run`'s launch. Any flag given still wins."""
+    return algorithm(algo).task_defaults(atari_settings(env) is not None, run)

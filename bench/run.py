@@ -13,12 +13,14 @@ import dataclasses
 import json
 import logging
 import math
+import shlex
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from algorithms import registry
 from algorithms.networks import NetworkConfig
-from algorithms.registry import algorithm
 from bench.phases import Setup, env_phase, model_phase, system_phase, train_only_phase
 from bench.report import machine, plot_sweep, print_table
 from server.learner import LearnerConfig
@@ -60,7 +62,7 @@ def bracketed(before: dict, after: dict) -> dict:
 
 
 def _setup(config: BenchConfig, actors: int, task_defaults: dict) -> Setup:
-    algo_cls = algorithm(config.algo).config_class
+    algo_cls = registry.algorithm(config.algo).config_class
     names = {f.name for f in dataclasses.fields(algo_cls)}
     algo = algo_cls(**{k: v for k, v in task_defaults.items() if k in names})
     learner = LearnerConfig(env=config.env, algo=config.algo, address="127.0.0.1:0",
@@ -107,8 +109,11 @@ def sweep(config: BenchConfig, task_defaults: dict, workdir: Path, counts: list[
     return rows
 
 
-def run_bench(config: BenchConfig, task_defaults: dict, command: str) -> int:
+def main(config: BenchConfig) -> int:
+    """`seedfleet bench`: measures, prints the table, writes --json and --plot."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    task_defaults = registry.task_defaults(config.algo, config.env)
+    command = shlex.join(["seedfleet", *sys.argv[1:]])
     with tempfile.TemporaryDirectory(prefix="seedfleet-bench-") as tmp:
         results = {"config": dataclasses.asdict(config), "command": command, "machine": machine(),
                    **measure(config, task_defaults, Path(tmp))}

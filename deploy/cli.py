@@ -7,18 +7,38 @@ Subcommands import lazily: `seedfleet actor` never loads TensorFlow.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
+from dataclasses import dataclass
 
 from deploy.flags import ENV_HELP, add_flags, env_setting, from_flags
 
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its flags are the fields of `configs` (classes in `module`), plus the
+    learner's, the algorithm's and the network's when `learner_flags`; `module.entry`
+    runs it with one config of each, in that order. Modules load only when asked for."""
+
+    help: str
+    module: str
+    entry: str = "main"
+    configs: tuple[str, ...] = ()
+    learner_flags: bool = False
+
+
 COMMANDS = {
-    "learner": "the learner server: central inference and training",
-    "actor": "an environment-only actor process",
-    "run": "a learner and N local actor processes on this machine",
-    "bench": "frames/s of the system beside the env, inference and training ceilings",
-    "eval": "play a checkpoint's policy locally: mean and std of returns, a video",
-    "export": "write a checkpoint's greedy policy as a TensorFlow SavedModel",
+    "learner": Command("the learner server: central inference and training", "server.learner", learner_flags=True),
+    "actor": Command("an environment-only actor process", "actor_client.actor", configs=("ActorConfig",)),
+    "run": Command("a learner and N local actor processes on this machine", "deploy.local", "run_local",
+                   ("LaunchConfig",), learner_flags=True),
+    "bench": Command("frames/s of the system beside the env, inference and training ceilings", "bench.run",
+                     configs=("BenchConfig",)),
+    "eval": Command("play a checkpoint's policy locally: mean and std of returns, a video", "server.evaluate",
+                    configs=("EvalConfig",)),
+    "export": Command("write a checkpoint's greedy policy as a TensorFlow SavedModel", "server.export",
+                      configs=("ExportConfig",)),
 }
 
 
@@ -30,36 +50,17 @@ def _algorithm(algo: str):
     return ALGORITHMS[algo]
 
 
-def _learner_classes(algo: str) -> list:
-    from algorithms.networks import NetworkConfig
-    from server.learner import LearnerConfig
-
-    return [LearnerConfig, _algorithm(algo).config_class, NetworkConfig]
-
-
 def _classes(command: str, algo: str) -> list:
     """The config dataclasses whose fields are `command`'s flags; the agent's set follows --algo."""
-    if command == "actor":
-        from actor_client.actor import ActorConfig
+    spec = COMMANDS[command]
+    module = importlib.import_module(spec.module)
+    classes = [getattr(module, name) for name in spec.configs]
+    if spec.learner_flags:
+        from algorithms.networks import NetworkConfig
+        from server.learner import LearnerConfig
 
-        return [ActorConfig]
-    if command == "learner":
-        return _learner_classes(algo)
-    if command == "bench":
-        from bench.run import BenchConfig
-
-        return [BenchConfig]
-    if command == "eval":
-        from server.evaluate import EvalConfig
-
-        return [EvalConfig]
-    if command == "export":
-        from server.export import ExportConfig
-
-        return [ExportConfig]
-    from deploy.local import LaunchConfig
-
-    return [LaunchConfig, *_learner_classes(algo)]
+        classes += [LearnerConfig, _algorithm(algo).config_class, NetworkConfig]
+    return classes
 
 
 def _algo_and_env(argv: list[str]) -> tuple[str, str]:
@@ -71,17 +72,18 @@ def _algo_and_env(argv: list[str]) -> tuple[str, str]:
 
 
 def task_defaults(command: str, algo: str, env: str) -> dict:
-    """Defaults that follow the task (the algorithm's registry entry says which, for an
-    Atari env or another, and for `run`); any flag given still wins."""
-    if command in ("actor", "bench", "eval", "export"):
+    """Defaults that follow the task (the algorithm's registry entry), for the commands
+    with the learner's flags; any flag given still wins."""
+    if not COMMANDS[command].learner_flags:
         return {}
-    from seedfleet.envs import atari_settings
+    from algorithms.registry import task_defaults as algorithm_defaults
 
-    return _algorithm(algo).task_defaults(atari_settings(env) is not None, command == "run")
+    _algorithm(algo)  # an unknown --algo is a one-line error
+    return algorithm_defaults(algo, env, run=command == "run")
 
 
 def build_parser(command: str, algo: str = "vtrace", env: str = "CartPole-v1") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"seedfleet {command}", description=COMMANDS[command], epilog=ENV_HELP)
+    parser = argparse.ArgumentParser(prog=f"seedfleet {command}", description=COMMANDS[command].help, epilog=ENV_HELP)
     taken: set[str] = set()
     defaults = task_defaults(command, algo, env)
     for cls in _classes(command, algo):
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] not in COMMANDS:
         top = argparse.ArgumentParser(prog="seedfleet", description="SEED-style distributed RL.")
-        top.add_argument("command", choices=COMMANDS, help="; ".join(f"{k}: {v}" for k, v in COMMANDS.items()))
+        top.add_argument("command", choices=COMMANDS, help="; ".join(f"{k}: {c.help}" for k, c in COMMANDS.items()))
         top.parse_args(argv[:1])
         return 2
     command, rest = argv[0], argv[1:]
@@ -101,30 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     algo, env = _algo_and_env(rest)
     args = build_parser(command, algo, env).parse_args(rest)
     configs = [from_flags(cls, args) for cls in _classes(command, algo)]
-    if command == "actor":
-        from actor_client.actor import main as actor_main
-
-        return actor_main(*configs)
-    if command == "learner":
-        from server.learner import main as learner_main
-
-        return learner_main(*configs)
-    if command == "bench":
-        from bench.run import run_bench
-
-        defaults = task_defaults("learner", configs[0].algo, configs[0].env)
-        return run_bench(configs[0], defaults, " ".join(["seedfleet", *argv]))
-    if command == "eval":
-        from server.evaluate import main as eval_main
-
-        return eval_main(*configs)
-    if command == "export":
-        from server.export import main as export_main
-
-        return export_main(*configs)
-    from deploy.local import run_local
-
-    return run_local(*configs)
+    return getattr(importlib.import_module(COMMANDS[command].module), COMMANDS[command].entry)(*configs)
 
 
 if __name__ == "__main__":
