@@ -200,7 +200,7 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
     """Learner (in this process) and actor processes, measured after the warm-up; `train`
     off is serve mode."""
     phase_dir = Path(tempfile.mkdtemp(prefix=f"{'train' if train else 'serve'}-{setup.actors}-actors-", dir=workdir))
-    learner = dataclasses.replace(setup.learner, train=train, logdir=str(phase_dir), fresh=True)
+    learner = dataclasses.replace(setup.learner, logdir=str(phase_dir), fresh=True)
     files = [phase_dir / f"round-trips-{i}.json" for i in range(setup.actors)]
     actors: list[subprocess.Popen] = []
 
@@ -231,7 +231,8 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
         return None
 
     try:
-        summary = asyncio.run(serve(learner, setup.algo, setup.network, on_ready=start_actors, stop_when=stop_when))
+        summary = asyncio.run(serve(learner, setup.algo, setup.network, on_ready=start_actors, stop_when=stop_when,
+                                    train=train))
     finally:
         stop_children(actors, timeout_s=30)
     if summary["stop_reason"] != "measured":

@@ -63,7 +63,6 @@ class LearnerConfig:
     queue_unrolls: int = 0  # unrolls buffered for the trainer (0: two training batches)
     progress_interval_s: float = 5.0  # seconds between console progress lines
     exploration_envs: int = 0  # r2d2: N of the Ape-X epsilons over env ids 0..N-1 (0: max_envs)
-    train: bool = True  # off: act and assemble unrolls, then drop them (seedfleet bench's serve mode)
     checkpoint_interval_s: float = 600.0  # seconds between checkpoints in <logdir>/checkpoints (0: only on stop)
     keep_checkpoints: int = 3  # the newest this many checkpoints are kept
     checkpoint_replay: bool = False  # r2d2: checkpoints hold the replay too (bytes/step x steps stored: GBs on Atari)
@@ -145,9 +144,11 @@ async def serve(
     network: NetworkConfig,
     on_ready: Callable[[str], None] | None = None,
     stop_when: Callable[[Metrics], str | None] | None = None,
+    train: bool = True,
 ) -> dict:
     """Runs the learner until the target, the frame budget, a signal or a stop reason from
-    `stop_when(metrics)` (asked four times a second); returns the summary."""
+    `stop_when(metrics)` (asked four times a second); returns the summary. With `train`
+    off, unrolls are assembled and dropped (seedfleet bench's serve phase)."""
     logdir = Path(config.logdir or f"runs/{config.env.replace('/', '_')}-{config.algo}-seed{config.seed}")
     logdir.mkdir(parents=True, exist_ok=True)
     env_config, frame_skip = env_config_for(config)
@@ -180,7 +181,7 @@ async def serve(
     health = await add_health(server)  # grpc.health.v1: SERVING from start to stop
     port = server.add_insecure_port(config.address)
     address = config.address if config.address.startswith("unix:") else f"localhost:{port}"
-    if config.train:
+    if train:
         trainer = algorithm(config.algo).make_trainer(agent, queue, metrics, device, algo_config, config.seed)
     else:  # the bench's serve-only phase: unrolls are assembled and dropped
         trainer = OnPolicyTrainer(agent, queue, metrics, device, learn=False)

@@ -90,9 +90,9 @@ def test_env_vars_win_over_task_defaults(monkeypatch):
 @pytest.mark.parametrize("raw,value", [("1", True), ("TRUE", True), ("yes", True), ("0", False), ("False", False),
                                        ("NO", False)])
 def test_bool_env_vars(monkeypatch, raw, value):
-    monkeypatch.setenv("SEEDFLEET_TRAIN", raw)
+    monkeypatch.setenv("SEEDFLEET_FRESH", raw)
     monkeypatch.setenv("SEEDFLEET_EVALUATION", raw)
-    assert build_parser("learner").parse_args([]).train is value
+    assert build_parser("learner").parse_args([]).fresh is value
     assert build_parser("actor").parse_args([]).evaluation is value
     assert build_parser("actor").parse_args(["--no-evaluation"]).evaluation is False
 
