@@ -27,7 +27,15 @@ from seedfleet.processes import exit_with_parent
 from seedfleet.threads import spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
-from seedfleet.wire import CHANNEL_OPTIONS, PROTOCOL_VERSION, WireError, atari_from_proto, decode_actions, encode_steps
+from seedfleet.wire import (
+    CHANNEL_OPTIONS,
+    PROTOCOL_VERSION,
+    EnvSpec,
+    WireError,
+    atari_from_proto,
+    decode_actions,
+    encode_steps,
+)
 
 log = logging.getLogger("seedfleet.actor")
 
@@ -76,9 +84,9 @@ class Actor:
         groups = self.config.env_groups if atari is not None else 1  # other envs step in lockstep
         with spawned_threads_named("env"):  # ALE's C++ pool
             envs = EnvBatch(config.env_id, self.config.envs, atari, self.config.env_threads, groups)
-        want = (tuple(config.observation.shape), np.dtype(config.observation.dtype))
-        have = (envs.observation_shape, envs.observation_dtype)
-        if want != have or envs.num_actions != config.num_actions:
+        spec = EnvSpec.from_proto(config)
+        want, have = (spec.obs_shape, spec.obs_dtype), (envs.observation_shape, envs.observation_dtype)
+        if want != have or envs.num_actions != spec.num_actions:
             raise ProtocolError(
                 f"learner expects {want} observations and {config.num_actions} actions, "
                 f"this actor's {config.env_id} gives {have} and {envs.num_actions}"

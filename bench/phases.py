@@ -32,6 +32,7 @@ from bench.cpu import cores_by_thread, snapshot, transport_share
 from seedfleet.envs import StepBatch
 from seedfleet.machine_cpu import machine_cores, machine_cpu_s
 from seedfleet.processes import actor_command, start_child, stop_children
+from seedfleet.wire import EnvSpec
 from server.env_slots import EnvSlots
 from server.inference import InferenceEngine, StepRequest
 from server.learner import LearnerConfig, compute_device, env_config_for, make_agent, serve
@@ -88,7 +89,8 @@ def _make_agent(setup: Setup):
 
 
 def _random_observations(rng: np.random.Generator, batch: int, env_config) -> np.ndarray:
-    shape, dtype = (batch, *env_config.observation.shape), np.dtype(env_config.observation.dtype)
+    spec = EnvSpec.from_proto(env_config)
+    shape, dtype = (batch, *spec.obs_shape), spec.obs_dtype
     if dtype == np.uint8:
         return rng.integers(0, 256, size=shape, dtype=np.uint8)
     return rng.standard_normal(shape).astype(dtype)
@@ -132,9 +134,7 @@ def model_phase(setup: Setup, batch_size: int) -> dict:
 def _real_layout_batch(agent, env_config, device: str) -> dict:
     """One training batch exactly as the learner assembles it, from random steps."""
     rows = agent.batch_size
-    slots = EnvSlots(rows, agent.sequence_length, tuple(env_config.observation.shape),
-                     np.dtype(env_config.observation.dtype), agent.extras_spec, agent.initial_state,
-                     overlap=agent.overlap)
+    slots = EnvSlots.for_agent(rows, agent, EnvSpec.from_proto(env_config))
     queue = UnrollQueue(2 * rows, rows)
     engine = InferenceEngine(agent, slots, queue, Metrics(1), device)
     engine.reset(0, rows)

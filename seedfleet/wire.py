@@ -9,6 +9,7 @@ Arrays travel as little-endian bytes; decoding is `np.frombuffer`, no per-env lo
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,6 +22,21 @@ CHANNEL_OPTIONS = [  # both ends of the actor-learner channel
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 ]
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """An env as both sides agree on it, read once off the handshake's EnvConfig."""
+
+    env_id: str
+    obs_shape: tuple[int, ...]
+    obs_dtype: np.dtype
+    num_actions: int
+
+    @classmethod
+    def from_proto(cls, config: pb.EnvConfig) -> EnvSpec:
+        return cls(config.env_id, tuple(config.observation.shape), np.dtype(config.observation.dtype),
+                   config.num_actions)
 
 
 class WireError(ValueError):

@@ -16,7 +16,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from algorithms.agent import Agent
 from seedfleet.envs import StepBatch
+from seedfleet.wire import EnvSpec
 
 StateArrays = dict[str, np.ndarray]
 
@@ -56,6 +58,12 @@ class EnvSlots:
         self.episode_return = np.zeros(capacity, np.float64)
         self.episode_length = np.zeros(capacity, np.int64)
         self.evaluation = np.zeros(capacity, bool)  # evaluation envs: never trained on
+
+    @classmethod
+    def for_agent(cls, capacity: int, agent: Agent, spec: EnvSpec) -> EnvSlots:
+        """Slots for `capacity` envs of `spec`, laid out as `agent` trains."""
+        return cls(capacity, agent.sequence_length, spec.obs_shape, spec.obs_dtype, agent.extras_spec,
+                   agent.initial_state, overlap=agent.overlap)
 
     def reset(self, lo: int, hi: int, evaluation: bool = False) -> None:
         """Forgets envs lo..hi-1: a new actor owns them. Their partial unrolls are dropped."""

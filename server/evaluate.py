@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from algorithms.agent import Agent
 from algorithms.networks import NetworkConfig
 from algorithms.registry import algorithm
 from seedfleet.envs import EnvBatch, atari_settings
@@ -43,7 +44,7 @@ class EvalConfig:
 
 @dataclass
 class LoadedPolicy:
-    agent: object
+    agent: Agent
     env_config: pb.EnvConfig
     checkpoint: Path
     device: str

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from seedfleet.wire import EnvSpec
 from server.evaluate import LoadedPolicy, load_policy
 
 log = logging.getLogger("seedfleet.export")
@@ -39,10 +40,10 @@ class ExportedPolicy(tf.Module):
     def __init__(self, policy: LoadedPolicy):
         super().__init__()
         self.agent = policy.agent
-        observation = policy.env_config.observation
+        spec = EnvSpec.from_proto(policy.env_config)
         state = self.agent.initial_state(1)
         self.state_names = sorted(state)
-        specs = [tf.TensorSpec([None, *observation.shape], tf.as_dtype(observation.dtype), name="observation")]
+        specs = [tf.TensorSpec([None, *spec.obs_shape], tf.as_dtype(spec.obs_dtype), name="observation")]
         if state:
             specs += [tf.TensorSpec([None], tf.bool, name="first"), tf.TensorSpec([None], tf.float32, name="reward")]
             specs += [tf.TensorSpec([None, *state[k].shape[1:]], tf.as_dtype(state[k].dtype), name=f"state_{k}")

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-import numpy as np
 import tensorflow as tf
 
 from algorithms.agent import Agent, AgentContext
@@ -35,7 +34,7 @@ from seedfleet.envs import EnvBatch, atari_settings
 from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
-from seedfleet.wire import CHANNEL_OPTIONS, atari_to_proto
+from seedfleet.wire import CHANNEL_OPTIONS, EnvSpec, atari_to_proto
 from server.batcher import DynamicBatcher
 from server.checkpoint import CheckpointMismatch, CheckpointStore, LearnerCheckpoints
 from server.env_slots import EnvSlots
@@ -109,9 +108,9 @@ def make_agent(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkC
                device: str, frame_skip: int = 1) -> Agent:
     """The agent of `config.algo` for this env, its torso's arithmetic resolved for `device`."""
     network = dataclasses.replace(network, compute_dtype=resolve_compute_dtype(network.compute_dtype, device))
-    context = AgentContext(tuple(env_config.observation.shape), np.dtype(env_config.observation.dtype),
-                           env_config.num_actions, config.seed, config.max_envs, config.exploration_envs,
-                           config.max_frames, frame_skip)
+    spec = EnvSpec.from_proto(env_config)
+    context = AgentContext(spec.obs_shape, spec.obs_dtype, spec.num_actions, config.seed, config.max_envs,
+                           config.exploration_envs, config.max_frames, frame_skip)
     return algorithm(config.algo).make_agent(algo_config, network, context)
 
 
@@ -157,17 +156,13 @@ async def serve(
         device = compute_device()
         with tf.device(device):
             agent = make_agent(config, algo_config, network, env_config, device, frame_skip)
-    log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s", config.algo, config.env,
-             tuple(env_config.observation.shape), env_config.observation.dtype, env_config.num_actions, device,
-             resolve_compute_dtype(network.compute_dtype, device))
+    spec = EnvSpec.from_proto(env_config)
+    log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s", config.algo, config.env, spec.obs_shape,
+             spec.obs_dtype, spec.num_actions, device, resolve_compute_dtype(network.compute_dtype, device))
 
     metrics = Metrics(frame_skip)
     queue = UnrollQueue(config.queue_unrolls or 2 * agent.batch_size, agent.batch_size)
-    slots = EnvSlots(
-        config.max_envs, agent.sequence_length, tuple(env_config.observation.shape),
-        np.dtype(env_config.observation.dtype), agent.extras_spec, agent.initial_state,
-        overlap=agent.overlap,
-    )
+    slots = EnvSlots.for_agent(config.max_envs, agent, spec)
     engine = InferenceEngine(agent, slots, queue, metrics, device)
     executor = ThreadPoolExecutor(1, thread_name_prefix="inference", initializer=name_this_thread,
                                   initargs=("inference",))

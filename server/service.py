@@ -16,7 +16,7 @@ import numpy as np
 
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
-from seedfleet.wire import PROTOCOL_VERSION, WireError, decode_steps, encode_actions
+from seedfleet.wire import PROTOCOL_VERSION, EnvSpec, WireError, decode_steps, encode_actions
 from server.batcher import DynamicBatcher
 from server.inference import InferenceEngine, StepRequest
 
@@ -57,8 +57,7 @@ class LearnerService(pb_grpc.LearnerServicer):
         capacity: int,
     ):
         self.env_config = env_config
-        self.obs_shape = tuple(env_config.observation.shape)
-        self.obs_dtype = np.dtype(env_config.observation.dtype)
+        self.spec = EnvSpec.from_proto(env_config)
         self.engine = engine
         self.batcher = batcher
         self.executor = inference_executor
@@ -107,7 +106,7 @@ class LearnerService(pb_grpc.LearnerServicer):
                 if message.WhichOneof("kind") != "steps":
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected a steps message")
                 try:
-                    env_ids, step = decode_steps(message.steps, id_range, self.obs_shape, self.obs_dtype)
+                    env_ids, step = decode_steps(message.steps, id_range, self.spec.obs_shape, self.spec.obs_dtype)
                 except WireError as error:
                     log.warning("closing %s: %s", peer, error)
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
