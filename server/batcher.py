@@ -41,7 +41,7 @@ class DynamicBatcher:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.error: Exception | None = None  # the last failure of `process`, for the owner to act on
-        self.live_streams = 0  # callers that may submit; kept up to date by the service
+        self._live_streams = 0  # callers that may submit (stream_opened / stream_closed)
         self._stopping = False
 
     def start(self) -> None:
@@ -57,6 +57,14 @@ class DynamicBatcher:
             future.cancel()
         self._pending = []
 
+    def stream_opened(self) -> None:
+        """A caller that may submit from now on: a batch is flushed early once every open
+        stream has a request waiting."""
+        self._live_streams += 1
+
+    def stream_closed(self) -> None:
+        self._live_streams -= 1
+
     async def submit(self, request: Any) -> Any:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
@@ -66,7 +74,7 @@ class DynamicBatcher:
         return await future
 
     def _ready(self) -> bool:
-        return self._pending_envs >= self.max_batch_envs or (0 < self.live_streams <= len(self._pending))
+        return self._pending_envs >= self.max_batch_envs or (0 < self._live_streams <= len(self._pending))
 
     def _take_batch(self) -> list[tuple[Any, asyncio.Future]]:
         """Up to max_batch_envs of the oldest requests; callers gone away (a dead stream) are dropped."""

@@ -99,7 +99,7 @@ class LearnerService(pb_grpc.LearnerServicer):
             config.CopyFrom(self.env_config)
             config.env_ids.extend(range(lo, hi))
             log.info("actor connected: %s", peer)
-            self.batcher.live_streams += 1
+            self.batcher.stream_opened()
             counted = True
             yield pb.LearnerMessage(config=config)
             async for message in messages:
@@ -117,6 +117,6 @@ class LearnerService(pb_grpc.LearnerServicer):
                 yield encode_actions(actions)
         finally:
             if counted:
-                self.batcher.live_streams -= 1
+                self.batcher.stream_closed()
             self.slots.release(lo, hi)
             log.info("actor gone: %s", peer)

@@ -28,7 +28,8 @@ def gather_timed(requests, live_streams=0, **batcher_args):
     async def main():
         process = Recorder()
         batcher = DynamicBatcher(process, ThreadPoolExecutor(1), **batcher_args)
-        batcher.live_streams = live_streams
+        for _ in range(live_streams):
+            batcher.stream_opened()
         batcher.start()
         start = time.monotonic()
         replies = await asyncio.gather(*(batcher.submit(r) for r in requests))
@@ -130,7 +131,8 @@ def test_stop_returns_when_it_lands_as_a_request_wakes_the_batcher(turns):
 
     async def main():
         batcher = DynamicBatcher(Recorder(), ThreadPoolExecutor(1), max_batch_envs=100, timeout_s=10.0)
-        batcher.live_streams = 2
+        batcher.stream_opened()
+        batcher.stream_opened()
         batcher.start()
         waiting = asyncio.ensure_future(batcher.submit("waits"))
         for _ in range(3):
