@@ -26,17 +26,37 @@ class AgentContext:
     frame_skip: int = 1  # frames per env step
 
 
-class Agent(Protocol):
-    """An algorithm's agent: acting for the inference path, learning for the trainer.
+@dataclass(frozen=True)
+class SequenceLayout:
+    """How the learner cuts each env's steps into the sequences an agent trains on.
 
-    The sequence layout: the learner assembles, per env, sequences of `sequence_length`
-    transitions (`sequence_length + 1` rows); consecutive sequences of an env share
-    `overlap` rows. IMPALA: T transitions, overlap 1. R2D2: burn-in + T, overlap burn-in + 1.
+    A sequence has `length` transitions (`length + 1` rows); consecutive sequences of an
+    env share `overlap` rows, so each brings `new_steps` env steps. IMPALA: T transitions,
+    overlap 1 (every transition in exactly one unroll). R2D2: burn-in + T transitions,
+    overlap burn-in + 1 (every transition trained in exactly one sequence, after its burn-in).
     """
 
+    length: int
+    overlap: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.overlap <= self.length:
+            raise ValueError(f"overlap must be in 1..{self.length}, got {self.overlap}")
+
+    @property
+    def rows(self) -> int:
+        return self.length + 1
+
+    @property
+    def new_steps(self) -> int:
+        return self.rows - self.overlap
+
+
+class Agent(Protocol):
+    """An algorithm's agent: acting for the inference path, learning for the trainer."""
+
     batch_size: int  # sequences per learner step
-    sequence_length: int
-    overlap: int
+    layout: SequenceLayout
     extras_spec: dict[str, tuple[tuple[int, ...], np.dtype]]  # per-step outputs of `act` kept in sequences
     # act / policy (obs, reward, first, env_ids, state) -> (actions, extras or outputs, new state):
     # `act` explores as the algorithm trains (sampling, epsilons); `policy` is greedy (eval, export).

@@ -140,7 +140,7 @@ def _real_layout_batch(agent, env_config, device: str) -> dict:
     engine.reset(0, rows)
     rng = np.random.default_rng(0)
     env_ids = np.arange(rows, dtype=np.int32)
-    for t in range(agent.sequence_length + 1):
+    for t in range(agent.layout.rows):
         step = StepBatch(_random_observations(rng, rows, env_config), rng.standard_normal(rows).astype(np.float32),
                          np.zeros(rows, bool), np.zeros(rows, bool), np.full(rows, t == 0))
         engine.process([StepRequest(env_ids, step)])

@@ -62,8 +62,8 @@ class EnvSlots:
     @classmethod
     def for_agent(cls, capacity: int, agent: Agent, spec: EnvSpec) -> EnvSlots:
         """Slots for `capacity` envs of `spec`, laid out as `agent` trains."""
-        return cls(capacity, agent.sequence_length, spec.obs_shape, spec.obs_dtype, agent.extras_spec,
-                   agent.initial_state, overlap=agent.overlap)
+        return cls(capacity, agent.layout.length, spec.obs_shape, spec.obs_dtype, agent.extras_spec,
+                   agent.initial_state, overlap=agent.layout.overlap)
 
     def reset(self, lo: int, hi: int, evaluation: bool = False) -> None:
         """Forgets envs lo..hi-1: a new actor owns them. Their partial unrolls are dropped."""

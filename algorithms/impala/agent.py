@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms import optim
-from algorithms.agent import act_signature, time_major
+from algorithms.agent import SequenceLayout, act_signature, time_major
 from algorithms.impala.config import ImpalaConfig
 from algorithms.impala.loss import impala_loss
 from algorithms.networks import NetworkConfig, PolicyValueNet
@@ -40,8 +40,7 @@ class ImpalaAgent(tf.Module):
                                  decay_steps * config.epochs, config.rmsprop_decay),
             self.net.trainable_variables,
         )
-        self.sequence_length = config.unroll_length  # transitions per unroll the learner assembles
-        self.overlap = 1  # consecutive unrolls share one row
+        self.layout = SequenceLayout(config.unroll_length, overlap=1)
         self.batch_size = config.batch_size
         # Per-step outputs of `act` that unrolls keep beside the action.
         self.extras_spec = {"logits": ((num_actions,), np.dtype(np.float32))}

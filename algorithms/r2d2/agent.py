@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms import optim
-from algorithms.agent import act_signature, time_major
+from algorithms.agent import SequenceLayout, act_signature, time_major
 from algorithms.networks import DuelingQNet, NetworkConfig
 from algorithms.r2d2.config import R2D2Config
 from algorithms.r2d2.loss import q_of_actions, r2d2_loss, sequence_priorities, sequence_td
@@ -38,8 +38,7 @@ class R2D2Agent(tf.Module):
         self.optimizer = optim.build(optim.make_optimizer("adam", config.learning_rate, config.adam_epsilon),
                                      self.online.trainable_variables)
         self.num_actions = num_actions
-        self.sequence_length = config.burn_in + config.unroll_length  # transitions per stored sequence
-        self.overlap = config.burn_in + 1  # every transition is trained in exactly one sequence
+        self.layout = SequenceLayout(config.burn_in + config.unroll_length, overlap=config.burn_in + 1)
         self.batch_size = config.batch_size
         self.extras_spec = {"q": ((num_actions,), np.dtype(np.float32))}
         self.epsilons = tf.Variable(np.zeros(max_envs, np.float32), trainable=False, name="epsilons")
