@@ -33,9 +33,10 @@ from seedfleet.envs import StepBatch
 from seedfleet.machine_cpu import machine_cores, machine_cpu_s
 from seedfleet.processes import actor_command, start_child, stop_children
 from seedfleet.wire import EnvSpec
+from server.assembly import LearnerConfig, compute_device, env_config_for, make_agent
 from server.env_slots import EnvSlots
 from server.inference import InferenceEngine, StepRequest
-from server.learner import LearnerConfig, compute_device, env_config_for, make_agent, serve
+from server.learner import serve
 from server.metrics import Metrics
 from server.unroll_queue import UnrollQueue
 

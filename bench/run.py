@@ -23,7 +23,7 @@ from algorithms import registry
 from algorithms.networks import NetworkConfig
 from bench.phases import Setup, env_phase, model_phase, system_phase, train_only_phase
 from bench.report import machine, plot_sweep, print_table
-from server.learner import LearnerConfig
+from server.assembly import LearnerConfig
 
 NETWORK_FIELDS = {f.name for f in dataclasses.fields(NetworkConfig)}
 

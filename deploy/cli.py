@@ -57,7 +57,7 @@ def _classes(command: str, algo: str) -> list:
     classes = [getattr(module, name) for name in spec.configs]
     if spec.learner_flags:
         from algorithms.networks import NetworkConfig
-        from server.learner import LearnerConfig
+        from server.assembly import LearnerConfig
 
         classes += [LearnerConfig, _algorithm(algo).config_class, NetworkConfig]
     return classes

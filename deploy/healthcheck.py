@@ -16,7 +16,7 @@ import sys
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-LEARNER_ADDRESS = "[::]:8470"  # the default of `seedfleet learner --address` (server.learner.LearnerConfig)
+LEARNER_ADDRESS = "[::]:8470"  # the default of `seedfleet learner --address` (server.assembly.LearnerConfig)
 WILDCARD_HOSTS = ("[::]", "0.0.0.0", "")
 
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from algorithms.networks import NetworkConfig
 from algorithms.registry import AlgoConfig
 from seedfleet.processes import actor_command, start_child, stop_children
+from server.assembly import LearnerConfig
 from server.checkpoint import CheckpointMismatch
-from server.learner import LearnerConfig, exit_code, serve
+from server.learner import exit_code, serve
 from server.metrics import Metrics
 
 log = logging.getLogger("seedfleet.run")

@@ -25,8 +25,8 @@ from algorithms.networks import NetworkConfig
 from algorithms.registry import algorithm
 from seedfleet.envs import EnvBatch, atari_settings
 from seedfleet.v1 import actor_learner_pb2 as pb
+from server.assembly import LearnerConfig, compute_device, env_config_for, make_agent
 from server.checkpoint import newest_checkpoint
-from server.learner import LearnerConfig, compute_device, env_config_for, make_agent
 
 log = logging.getLogger("seedfleet.eval")
 

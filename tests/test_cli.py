@@ -24,7 +24,7 @@ def test_every_flag_is_in_the_readme(command, algo):
 
 def test_flags_fill_the_config_dataclasses():
     from deploy.flags import from_flags
-    from server.learner import LearnerConfig
+    from server.assembly import LearnerConfig
 
     args = build_parser("learner").parse_args(["--env", "ALE/Pong-v5", "--target-return", "19.5", "--max-frames", "10"])
     config = from_flags(LearnerConfig, args)
@@ -100,7 +100,7 @@ def test_bool_env_vars(monkeypatch, raw, value):
 def test_tuple_and_float_env_vars_reach_the_configs(monkeypatch):
     from algorithms.networks import NetworkConfig
     from deploy.flags import from_flags
-    from server.learner import LearnerConfig
+    from server.assembly import LearnerConfig
 
     monkeypatch.setenv("SEEDFLEET_MLP_SIZES", "32, 16,8")
     monkeypatch.setenv("SEEDFLEET_TARGET_RETURN", "19.5")

@@ -13,8 +13,8 @@ from conftest import Proc, seedfleet
 from algorithms.networks import NetworkConfig
 from algorithms.r2d2.config import VECTOR_OBSERVATION_DEFAULTS
 from algorithms.registry import ALGORITHMS
+from server.assembly import LearnerConfig, env_config_for, make_agent, run_setup
 from server.checkpoint import CheckpointStore, LearnerCheckpoints
-from server.learner import LearnerConfig, env_config_for, make_agent, run_setup
 from server.metrics import Metrics
 
 

@@ -21,7 +21,7 @@ def healthcheck(*args: str, env: dict | None = None) -> subprocess.CompletedProc
 
 
 def test_wildcard_listen_addresses_are_asked_at_localhost():
-    from server.learner import LearnerConfig
+    from server.assembly import LearnerConfig
 
     assert LEARNER_ADDRESS == LearnerConfig.address  # the healthcheck's default is the learner's
     assert local_address("[::]:8470") == "localhost:8470"

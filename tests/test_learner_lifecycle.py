@@ -33,7 +33,7 @@ def test_a_missed_target_exits_1(tmp_path):
 def test_compute_dtype_auto_picks_bfloat16_only_on_amx_cpus():
     from pathlib import Path
 
-    from server.learner import resolve_compute_dtype
+    from server.assembly import resolve_compute_dtype
 
     assert resolve_compute_dtype("float32", "/CPU:0") == "float32"
     assert resolve_compute_dtype("bfloat16", "/GPU:0") == "bfloat16"

@@ -1,0 +1,238 @@
+"""The learner's assembly: its config, its agent, and every part wired to the next.
+
+    actors ==Steps==> LearnerService --StepRequest--> DynamicBatcher --batch-->
+    inference thread (InferenceEngine: agent.act, EnvSlots) --sequences--> UnrollQueue
+    --> trainer thread (agent.learn)
+
+Inference and training read and write the same variables: nothing is shipped.
+`Learner.build` wires the parts; `start` and `stop` bring them up and down in order.
+server/learner.py supervises a running one; the bench and `seedfleet eval` build their
+agents with the same `make_agent`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import faulthandler
+import json
+import logging
+import math
+import sys
+from collections.abc import Awaitable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+import tensorflow as tf
+
+from algorithms.agent import Agent, AgentContext
+from algorithms.networks import NetworkConfig
+from algorithms.registry import AlgoConfig, algorithm
+from algorithms.trainer import OnPolicyTrainer, TrainerThread
+from seedfleet.envs import EnvBatch, atari_settings
+from seedfleet.threads import name_this_thread, spawned_threads_named
+from seedfleet.v1 import actor_learner_pb2 as pb
+from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
+from seedfleet.wire import CHANNEL_OPTIONS, EnvSpec, atari_to_proto
+from server.batcher import DynamicBatcher
+from server.checkpoint import CheckpointStore, LearnerCheckpoints
+from server.env_slots import EnvSlots
+from server.health import LearnerHealth, add_health
+from server.inference import InferenceEngine
+from server.metrics import Metrics, Reporter
+from server.service import LearnerService
+from server.unroll_queue import UnrollQueue
+
+log = logging.getLogger("seedfleet.learner")
+
+
+@dataclass
+class LearnerConfig:
+    env: str = "CartPole-v1"  # any gymnasium id with discrete actions; ALE ids get Atari preprocessing
+    algo: str = "vtrace"  # the agent: vtrace (IMPALA) or r2d2
+    address: str = "[::]:8470"  # where to listen: host:port (port 0 picks one) or unix:PATH
+    seed: int = 0  # seeds the network, action sampling and the envs
+    logdir: str = ""  # TensorBoard and summary.json; default runs/<env>-<algo>-seed<seed>
+    max_frames: int = 0  # stop after this many env frames (0: no limit)
+    target_return: float = math.nan  # stop once the mean return over 100 episodes reaches it
+    max_envs: int = 1024  # env slots on the learner, over all actors
+    inference_batch_size: int = 256  # flush a batch once this many envs wait
+    inference_timeout_ms: float = 4.0  # ... or once the oldest request waited this long
+    queue_unrolls: int = 0  # unrolls buffered for the trainer (0: two training batches)
+    progress_interval_s: float = 5.0  # seconds between console progress lines
+    exploration_envs: int = 0  # r2d2: N of the Ape-X epsilons over env ids 0..N-1 (0: max_envs)
+    checkpoint_interval_s: float = 600.0  # seconds between checkpoints in <logdir>/checkpoints (0: only on stop)
+    keep_checkpoints: int = 3  # the newest this many checkpoints are kept
+    checkpoint_replay: bool = False  # r2d2: checkpoints hold the replay too (bytes/step x steps stored: GBs on Atari)
+    fresh: bool = False  # ignore the logdir's checkpoints and start from scratch (new ones are still written)
+
+
+def env_config_for(config: LearnerConfig) -> tuple[pb.EnvConfig, int]:
+    """What actors must run, read off one probe env made here. Returns (config, frame_skip)."""
+    atari = atari_settings(config.env)
+    probe = EnvBatch(config.env, 1, atari, num_threads=1)
+    try:
+        env_config = pb.EnvConfig(
+            env_id=config.env,
+            seed=config.seed * 1_000_003,
+            observation=pb.ObservationSpec(
+                dtype=probe.observation_dtype.name, shape=list(probe.observation_shape)
+            ),
+            num_actions=probe.num_actions,
+        )
+        if atari is not None:
+            env_config.atari.CopyFrom(atari_to_proto(atari))
+        return env_config, probe.frame_skip
+    finally:
+        probe.close()
+
+
+def compute_device() -> str:
+    """The GPU when TensorFlow sees one, else the CPU: inference and training both go there."""
+    return "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
+
+
+def resolve_compute_dtype(requested: str, device: str) -> str:
+    """`auto` means bfloat16 on a CPU with AMX bfloat16 units (about twice as fast there), else float32."""
+    if requested != "auto":
+        return requested
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "float32"
+    return "bfloat16" if device.startswith("/CPU") and "amx_bf16" in flags else "float32"
+
+
+def make_agent(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig, env_config: pb.EnvConfig,
+               device: str, frame_skip: int = 1) -> Agent:
+    """The agent of `config.algo` for this env, its torso's arithmetic resolved for `device`."""
+    network = dataclasses.replace(network, compute_dtype=resolve_compute_dtype(network.compute_dtype, device))
+    spec = EnvSpec.from_proto(env_config)
+    context = AgentContext(spec.obs_shape, spec.obs_dtype, spec.num_actions, config.seed, config.max_envs,
+                           config.exploration_envs, config.max_frames, frame_skip)
+    return algorithm(config.algo).make_agent(algo_config, network, context)
+
+
+def run_setup(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig) -> dict:
+    """What a checkpoint records of the run: enough to rebuild the agent (seedfleet eval, export)."""
+    setup = {"env": config.env, "algo": config.algo, "network": dataclasses.asdict(network),
+             "agent": dataclasses.asdict(algo_config), "learner": dataclasses.asdict(config)}
+    return json.loads(json.dumps(setup, default=str))  # tuples become lists, as they read back
+
+
+async def bounded(step: str, awaitable: Awaitable, timeout_s: float) -> None:
+    """Awaits one teardown step for at most `timeout_s`, so a stop never hangs on one part. A
+    step that overruns is logged with every task's and thread's stack, cancelled without
+    waiting (unlike wait_for, which waits for the cancel to take), and the teardown goes on."""
+    task = asyncio.ensure_future(awaitable)
+    done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    if task in done:
+        task.result()  # a failing step fails the teardown as before
+        return
+    log.error("teardown: %s took over %.0f s; going on without it. Stacks follow.", step, timeout_s)
+    for other in asyncio.all_tasks():
+        other.print_stack(file=sys.stderr)
+    faulthandler.dump_traceback(all_threads=True)
+    task.cancel()
+
+
+@dataclass
+class Learner:
+    """The parts of one learner, wired: gRPC server and health service, batcher and
+    inference thread, unroll queue, trainer thread, checkpoints and progress reports."""
+
+    config: LearnerConfig
+    logdir: Path
+    address: str
+    agent: Agent
+    metrics: Metrics
+    queue: UnrollQueue
+    executor: ThreadPoolExecutor
+    batcher: DynamicBatcher
+    server: grpc.aio.Server
+    health: LearnerHealth
+    trainer: TrainerThread
+    checkpoints: LearnerCheckpoints
+    reporter: Reporter
+
+    @classmethod
+    async def build(cls, config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig,
+                    train: bool = True) -> Learner:
+        """Wires every part and restores the newest checkpoint (unless `config.fresh`);
+        nothing runs yet. With `train` off, sequences are assembled and dropped (the
+        bench's serve phase)."""
+        logdir = Path(config.logdir or f"runs/{config.env.replace('/', '_')}-{config.algo}-seed{config.seed}")
+        logdir.mkdir(parents=True, exist_ok=True)
+        env_config, frame_skip = env_config_for(config)
+        with spawned_threads_named("tf"):  # TensorFlow's pools start with its first op
+            tf.random.set_seed(config.seed)
+            device = compute_device()
+            with tf.device(device):
+                agent = make_agent(config, algo_config, network, env_config, device, frame_skip)
+        spec = EnvSpec.from_proto(env_config)
+        log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s", config.algo, config.env, spec.obs_shape,
+                 spec.obs_dtype, spec.num_actions, device, resolve_compute_dtype(network.compute_dtype, device))
+
+        metrics = Metrics(frame_skip)
+        queue = UnrollQueue(config.queue_unrolls or 2 * agent.batch_size, agent.batch_size)
+        engine = InferenceEngine(agent, EnvSlots.for_agent(config.max_envs, agent, spec), queue, metrics, device)
+        executor = ThreadPoolExecutor(1, thread_name_prefix="inference", initializer=name_this_thread,
+                                      initargs=("inference",))
+        batcher = DynamicBatcher(
+            engine.process, executor, config.inference_batch_size, config.inference_timeout_ms / 1000, size_of=len
+        )
+        with spawned_threads_named("grpc"):  # gRPC's poller
+            server = grpc.aio.server(options=CHANNEL_OPTIONS)
+        pb_grpc.add_LearnerServicer_to_server(
+            LearnerService(env_config, engine, batcher, executor, config.max_envs), server)
+        health = await add_health(server)  # grpc.health.v1: SERVING from start to stop
+        port = server.add_insecure_port(config.address)
+        address = config.address if config.address.startswith("unix:") else f"localhost:{port}"
+        if train:
+            trainer = algorithm(config.algo).make_trainer(agent, queue, metrics, device, algo_config, config.seed)
+        else:
+            trainer = OnPolicyTrainer(agent, queue, metrics, device, learn=False)
+        checkpoints = LearnerCheckpoints(CheckpointStore(logdir / "checkpoints", config.keep_checkpoints), agent,
+                                         trainer, metrics, run_setup(config, algo_config, network),
+                                         config.checkpoint_replay)
+        if not config.fresh:
+            checkpoints.restore()
+        reporter = Reporter(metrics, logdir, lambda: len(queue), tf.summary.create_file_writer(str(logdir)))
+        return cls(config, logdir, address, agent, metrics, queue, executor, batcher, server, health, trainer,
+                   checkpoints, reporter)
+
+    async def start(self) -> None:
+        self.batcher.start()
+        await self.server.start()
+        await self.health.serving()
+        self.trainer.start()
+        log.info("listening on %s, logdir %s", self.address, self.logdir)
+
+    def failure(self) -> RuntimeError | None:
+        """The trainer's or the inference thread's failure, if either failed."""
+        if self.trainer.error is not None:
+            error = RuntimeError("the trainer thread failed")
+            error.__cause__ = self.trainer.error
+            return error
+        if self.batcher.error is not None:
+            error = RuntimeError("inference failed")
+            error.__cause__ = self.batcher.error
+            return error
+        return None
+
+    async def stop(self, last_checkpoint: bool) -> None:
+        """Stops every part, each step bounded; `last_checkpoint` (a clean stop, not a
+        failure) saves one more checkpoint once training has stopped."""
+        loop = asyncio.get_running_loop()
+        self.trainer.stopping.set()
+        self.queue.close()
+        await bounded("health NOT_SERVING", self.health.stopping(), 5.0)
+        await bounded("gRPC server stop", self.server.stop(grace=1.0), 5.0)
+        await bounded("batcher stop", self.batcher.stop(), 5.0)
+        await loop.run_in_executor(None, self.trainer.join, 10.0)
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        if last_checkpoint:
+            await loop.run_in_executor(None, self.checkpoints.save)
+        print(self.reporter.report(), flush=True)
