@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 from in_process import train
 
+from algorithms.agent import AgentContext
 from algorithms.impala.agent import ImpalaAgent
 from algorithms.impala.config import ImpalaConfig
 from algorithms.networks import NetworkConfig
@@ -26,7 +27,7 @@ def dot_agent(frame_stack: int, lstm_size: int = 0, **config) -> ImpalaAgent:
     settings = dict(unroll_length=16, batch_size=8, learning_rate=3e-3)
     settings.update(config)
     return ImpalaAgent(ImpalaConfig(**settings), NetworkConfig(frame_stack=frame_stack, lstm_size=lstm_size),
-                       (36, 36), np.dtype(np.uint8), 2, seed=0)
+                       AgentContext((36, 36), np.dtype(np.uint8), 2, seed=0))
 
 
 def test_stacked_frames_solve_moving_dot():

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from algorithms import optim
+from algorithms.agent import AgentContext
 from algorithms.impala.agent import ImpalaAgent
 from algorithms.impala.config import ImpalaConfig
 from algorithms.impala.loss import (
@@ -45,7 +46,7 @@ def time_major(batch):
 
 def make_agent(**overrides):
     config = ImpalaConfig(unroll_length=6, batch_size=4, **overrides)
-    return ImpalaAgent(config, NetworkConfig(), (3,), np.dtype(np.float32), 2, seed=0)
+    return ImpalaAgent(config, NetworkConfig(), AgentContext((3,), np.dtype(np.float32), 2, seed=0))
 
 
 def test_termination_stops_bootstrapping_truncation_bootstraps_resets_are_cut():
@@ -209,8 +210,8 @@ def test_epochs_take_several_steps_per_batch_and_stretch_the_learning_rate_decay
     assert int(agent.optimizer.iterations.numpy()) == 3
     np.testing.assert_allclose(metrics["policy/mean_rho"].numpy(), 1.0, rtol=1e-5)  # the first step: pi = mu
     assert abs(metrics["policy/last_epoch_mean_rho"].numpy() - 1.0) > 1e-4  # two steps later pi has moved
-    decaying = ImpalaAgent(ImpalaConfig(unroll_length=6, batch_size=4, epochs=3), NetworkConfig(), (3,),
-                           np.dtype(np.float32), 2, seed=0, decay_steps=10)
+    decaying = ImpalaAgent(ImpalaConfig(unroll_length=6, batch_size=4, epochs=3), NetworkConfig(),
+                           AgentContext((3,), np.dtype(np.float32), 2, seed=0), decay_steps=10)
     for _ in range(5):
         decaying.learn(dict(batch))
     # 5 of 10 learner steps: half the step size is left, though the optimizer took 15 steps

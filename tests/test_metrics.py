@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from algorithms.agent import AgentContext
 from algorithms.impala.agent import ImpalaAgent
 from algorithms.impala.config import ImpalaConfig
 from algorithms.networks import NetworkConfig
@@ -13,8 +14,8 @@ from server.unroll_queue import UnrollQueue
 
 
 def test_evaluation_envs_steps_are_counted_apart_from_the_frame_budget():
-    agent = ImpalaAgent(ImpalaConfig(unroll_length=4, batch_size=2), NetworkConfig(jit_compile=False), (4,),
-                        np.dtype(np.float32), 2, seed=0)
+    agent = ImpalaAgent(ImpalaConfig(unroll_length=4, batch_size=2), NetworkConfig(jit_compile=False),
+                        AgentContext((4,), np.dtype(np.float32), 2, seed=0))
     slots = EnvSlots(8, agent.layout.length, (4,), np.dtype(np.float32), agent.extras_spec, agent.initial_state,
                      overlap=agent.layout.overlap)
     metrics = Metrics(frame_skip=4)

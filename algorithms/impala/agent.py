@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms import optim
-from algorithms.agent import SequenceLayout, act_signature, time_major
+from algorithms.agent import AgentContext, SequenceLayout, act_signature, time_major
 from algorithms.impala.config import ImpalaConfig
 from algorithms.impala.loss import impala_loss
 from algorithms.networks import NetworkConfig, PolicyValueNet
@@ -19,22 +19,13 @@ from algorithms.networks import NetworkConfig, PolicyValueNet
 class ImpalaAgent(tf.Module):
     """Acting and learning for IMPALA on one set of variables."""
 
-    def __init__(
-        self,
-        config: ImpalaConfig,
-        network: NetworkConfig,
-        obs_shape: tuple[int, ...],
-        obs_dtype: np.dtype,
-        num_actions: int,
-        seed: int = 0,
-        decay_steps: int = 0,
-    ):
+    def __init__(self, config: ImpalaConfig, network: NetworkConfig, env: AgentContext, decay_steps: int = 0):
         """`decay_steps`: learner steps over which the learning rate falls to 0 (0: constant)."""
         super().__init__()
         if config.epochs < 1:
             raise ValueError(f"epochs must be at least 1, got {config.epochs}")
         self.config = config
-        self.net = PolicyValueNet(network, obs_shape, num_actions, seed, obs_dtype)
+        self.net = PolicyValueNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
         self.optimizer = optim.build(
             optim.make_optimizer(config.optimizer, config.learning_rate, config.optimizer_epsilon,
                                  decay_steps * config.epochs, config.rmsprop_decay),
@@ -43,8 +34,8 @@ class ImpalaAgent(tf.Module):
         self.layout = SequenceLayout(config.unroll_length, overlap=1)
         self.batch_size = config.batch_size
         # Per-step outputs of `act` that unrolls keep beside the action.
-        self.extras_spec = {"logits": ((num_actions,), np.dtype(np.float32))}
-        signature = act_signature(obs_shape, obs_dtype, self.initial_state(1))
+        self.extras_spec = {"logits": ((env.num_actions,), np.dtype(np.float32))}
+        signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
         self.act = tf.function(self._act, input_signature=signature)
         self.policy = tf.function(self._policy, input_signature=signature)
         self.learn = tf.function(self._learn, jit_compile=network.jit_compile)

@@ -26,8 +26,7 @@ def make_agent(config: ImpalaConfig, network: NetworkConfig, context: AgentConte
         if not context.max_frames:
             raise ValueError("--learning-rate-decay falls to 0 at --max-frames: set --max-frames")
         decay_steps = context.max_frames // (context.frame_skip * config.batch_size * config.unroll_length)
-    return ImpalaAgent(config, network, context.obs_shape, context.obs_dtype, context.num_actions,
-                       seed=context.seed, decay_steps=decay_steps)
+    return ImpalaAgent(config, network, context, decay_steps=decay_steps)
 
 
 def make_trainer(agent: ImpalaAgent, queue: UnrollSource, metrics: LearnerStepRecorder, device: str,

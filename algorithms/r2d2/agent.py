@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms import optim
-from algorithms.agent import SequenceLayout, act_signature, time_major
+from algorithms.agent import AgentContext, SequenceLayout, act_signature, time_major
 from algorithms.networks import DuelingQNet, NetworkConfig
 from algorithms.r2d2.config import R2D2Config
 from algorithms.r2d2.loss import q_of_actions, r2d2_loss, sequence_priorities, sequence_td
@@ -21,31 +21,23 @@ EVAL_EPSILON = 0.001  # exploration of evaluation envs
 
 
 class R2D2Agent(tf.Module):
-    def __init__(
-        self,
-        config: R2D2Config,
-        network: NetworkConfig,
-        obs_shape: tuple[int, ...],
-        obs_dtype: np.dtype,
-        num_actions: int,
-        seed: int = 0,
-        max_envs: int = 1024,
-    ):
+    def __init__(self, config: R2D2Config, network: NetworkConfig, env: AgentContext):
+        """One exploration rate per env id, for `env.max_envs` ids (set_epsilons sets them)."""
         super().__init__()
         self.config = config
-        self.online = DuelingQNet(network, obs_shape, num_actions, seed, obs_dtype)
-        self.target = DuelingQNet(network, obs_shape, num_actions, seed, obs_dtype)
+        self.online = DuelingQNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
+        self.target = DuelingQNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
         self.optimizer = optim.build(optim.make_optimizer("adam", config.learning_rate, config.adam_epsilon),
                                      self.online.trainable_variables)
-        self.num_actions = num_actions
+        self.num_actions = env.num_actions
         self.layout = SequenceLayout(config.burn_in + config.unroll_length, overlap=config.burn_in + 1)
         self.batch_size = config.batch_size
-        self.extras_spec = {"q": ((num_actions,), np.dtype(np.float32))}
-        self.epsilons = tf.Variable(np.zeros(max_envs, np.float32), trainable=False, name="epsilons")
-        self.training_epsilons = np.zeros(max_envs, np.float32)
+        self.extras_spec = {"q": ((env.num_actions,), np.dtype(np.float32))}
+        self.epsilons = tf.Variable(np.zeros(env.max_envs, np.float32), trainable=False, name="epsilons")
+        self.training_epsilons = np.zeros(env.max_envs, np.float32)
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_steps")
         self._copy_target()
-        signature = act_signature(obs_shape, obs_dtype, self.initial_state(1))
+        signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
         self.act = tf.function(self._act, input_signature=signature)
         self.policy = tf.function(self._policy, input_signature=signature)
         self.learn = tf.function(self._learn, jit_compile=network.jit_compile)
