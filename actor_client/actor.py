@@ -15,8 +15,8 @@ import random
 import secrets
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import grpc
 import numpy as np
@@ -49,7 +49,6 @@ class ActorConfig:
     reconnect_max_s: float = 5.0  # longest retry delay
     log_interval_s: float = 30.0  # seconds between progress lines (0: none)
     evaluation: bool = False  # evaluation envs: greedy, never trained on, reported apart
-    round_trips_file: str = ""  # on exit, write inference round-trip times here as JSON (seedfleet bench)
 
 
 class ProtocolError(Exception):
@@ -154,11 +153,9 @@ class Actor:
     def close(self) -> None:
         if self.envs is not None:
             self.envs.close()
-        if self.config.round_trips_file:
-            self.round_trips.write(Path(self.config.round_trips_file))
 
 
-async def _main(config: ActorConfig) -> int:
+async def _main(config: ActorConfig, on_exit: Callable[[Actor], None] | None) -> int:
     actor = Actor(config)
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
@@ -174,10 +171,14 @@ async def _main(config: ActorConfig) -> int:
         return 2
     finally:
         actor.close()
+        if on_exit is not None:
+            on_exit(actor)
     return 0
 
 
-def main(config: ActorConfig) -> int:
+def main(config: ActorConfig, on_exit: Callable[[Actor], None] | None = None) -> int:
+    """Runs an actor until SIGTERM or SIGINT (0) or the learner's refusal (2); `on_exit`
+    sees the actor last (seedfleet bench reads its round trips)."""
     exit_with_parent()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    return asyncio.run(_main(config))
+    return asyncio.run(_main(config, on_exit))

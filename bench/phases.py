@@ -26,12 +26,14 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from actor_client.actor import ActorConfig
 from algorithms.networks import NetworkConfig
 from algorithms.registry import AlgoConfig
+from bench import timed_actor
 from bench.cpu import cores_by_thread, snapshot, transport_share
 from seedfleet.envs import StepBatch
 from seedfleet.machine_cpu import machine_cores, machine_cpu_s
-from seedfleet.processes import actor_command, start_child, stop_children
+from seedfleet.processes import start_child, stop_children
 from seedfleet.wire import EnvSpec
 from server.assembly import LearnerConfig, compute_device, env_config_for, make_agent
 from server.env_slots import EnvSlots
@@ -207,10 +209,9 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
 
     def start_actors(address: str) -> None:
         for path in files:
-            command = [*actor_command(address, setup.envs_per_actor, env_groups=setup.env_groups),
-                       "--round-trips-file", str(path), "--env-threads", str(setup.env_threads),
-                       "--log-interval-s", "0"]
-            actors.append(start_child(command))
+            config = ActorConfig(learner=address, envs=setup.envs_per_actor, env_groups=setup.env_groups,
+                                 env_threads=setup.env_threads, log_interval_s=0)
+            actors.append(start_child(timed_actor.command(path, config)))
 
     started = time.monotonic()
     marks: dict[str, _Mark | float] = {}
