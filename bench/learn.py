@@ -4,6 +4,7 @@ published references at the same frames.
     make learn-bench                                  # every case, seed 0
     python -m bench.learn --cases pong --seeds 0 1    # some cases, more seeds
     python -m bench.learn --report-only               # tables and plots of the runs already there
+    python -m bench.learn --cases pong --variant normadv --flags "--normalize-advantages"
 
 Each case is `seedfleet run` with the task's defaults (the Atari preset for ALE ids) for
 its frame budget, seeds one after the other (two runs at once would share the cores and
@@ -12,6 +13,10 @@ reads their progress.csv and summary.json, draws return against frames and again
 time (BENCHMARKS-learn-<case>.png), and writes a table per case between the learn
 markers of BENCHMARKS.md: the mean return over the last 100 episodes at the case's
 marks, per seed, and the references' returns at those frames with their sources.
+
+A variant (`--variant NAME --flags "..."`) runs a case with flags beyond its defaults,
+under runs/learn/<case>@<NAME>/; the case's table and plot show it beside the defaults'
+runs, so a flag becomes a default only when the curves say so.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import csv
 import json
 import math
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -57,10 +63,43 @@ CASES = {
 }
 
 
-def run_command(case: Case, seed: int, logdir: Path) -> list[str]:
+VARIANT_FILE = "variant.json"  # in a variant's runs folder: {"flags": [...]}
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    """The runs of one case with one set of flags: the defaults (variant "") or a variant's."""
+
+    variant: str
+    flags: tuple[str, ...]
+    seeds: dict[int, Path]
+
+    def label(self, seed: int) -> str:
+        return f"seed {seed}" + (f", {self.variant}" if self.variant else "")
+
+
+def runs_dir(name: str, variant: str = "", runs: Path = RUNS) -> Path:
+    return runs / (f"{name}@{variant}" if variant else name)
+
+
+def run_groups(name: str, runs: Path = RUNS) -> list[RunGroup]:
+    """The case's runs on disk: the defaults' first, then each variant's."""
+    groups = []
+    for folder in [runs / name, *sorted(runs.glob(f"{name}@*"))]:
+        seeds = {int(d.name.removeprefix("seed")): d for d in sorted(folder.glob("seed*"))
+                 if d.is_dir() and d.name.removeprefix("seed").isdigit()}
+        if not seeds:
+            continue
+        variant = folder.name.partition("@")[2]
+        flags = json.loads((folder / VARIANT_FILE).read_text())["flags"] if variant else []
+        groups.append(RunGroup(variant, tuple(flags), seeds))
+    return groups
+
+
+def run_command(case: Case, seed: int, logdir: Path, flags: tuple[str, ...] = ()) -> list[str]:
     return [sys.executable, "-m", "deploy.cli", "run", "--env", case.env, "--algo", case.algo,
             "--max-frames", str(case.frames), "--seed", str(seed), "--logdir", str(logdir), "--fresh",
-            "--progress-interval-s", "30", *case.args]
+            "--progress-interval-s", "30", *case.args, *flags]
 
 
 def read_curve(logdir: Path) -> list[dict]:
@@ -95,21 +134,21 @@ def _frames(n: int) -> str:
     return f"{n / 1e6:g}M"
 
 
-def case_markdown(name: str, case: Case, seeds: dict[int, Path], plot: str) -> list[str]:
+def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str) -> list[str]:
     marks = " | ".join(f"return at {_frames(m)}" for m in case.marks)
-    lines = [f"### {name}: {case.env}, {case.algo}", "",
-             f"`seedfleet run --env {case.env} --algo {case.algo} --max-frames {case.frames} --seed N "
-             f"{' '.join(case.args)}`".replace(" `", "`"), "",
-             f"| run | {marks} | frames | wall min | stop |", "|---" * (len(case.marks) + 4) + "|"]
-    for seed, logdir in sorted(seeds.items()):
+    command = f"seedfleet run --env {case.env} --algo {case.algo} --max-frames {case.frames} --seed N"
+    lines = [f"### {name}: {case.env}, {case.algo}", "", f"`{' '.join([command, *case.args])}`"]
+    lines += [f"- {group.variant}: the same with `{' '.join(group.flags)}`" for group in groups if group.variant]
+    lines += ["", f"| run | {marks} | frames | wall min | stop |", "|---" * (len(case.marks) + 4) + "|"]
+    for group, seed, logdir in ((g, seed, d) for g in groups for seed, d in sorted(g.seeds.items())):
         curve = read_curve(logdir)
         summary = json.loads((logdir / "summary.json").read_text()) if (logdir / "summary.json").exists() else {}
         last = curve[-1] if curve else {}
         stopped_early = summary.get("stop_reason") == "target_return"
         frames = summary.get("frames", last.get("frames", 0))
         wall = summary.get("wall_s", last.get("elapsed_s", 0)) / 60
-        kinds = [(TRAINING, f"seed {seed}")] + ([(EVALUATION, f"seed {seed}, evaluation actors")]
-                                                if has_returns(curve, EVALUATION) else [])
+        kinds = [(TRAINING, group.label(seed))] + ([(EVALUATION, f"{group.label(seed)}, evaluation actors")]
+                                                   if has_returns(curve, EVALUATION) else [])
         for key, label in kinds:
             values = []
             for mark in case.marks:
@@ -130,19 +169,19 @@ def case_markdown(name: str, case: Case, seeds: dict[int, Path], plot: str) -> l
     return lines + [""]
 
 
-def plot_case(name: str, case: Case, seeds: dict[int, Path], png: Path) -> bool:
+def plot_case(case: Case, groups: list[RunGroup], png: Path) -> bool:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves = {seed: read_curve(d) for seed, d in seeds.items()}
+    curves = {group.label(seed): read_curve(d) for group in groups for seed, d in sorted(group.seeds.items())}
     if not any(has_returns(c, key) for c in curves.values() for key in (TRAINING, EVALUATION)):
         return False
     fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(11, 4))
-    for seed, curve in sorted(curves.items()):
-        for key, style, label in ((TRAINING, "-", f"seedfleet seed {seed}"),
-                                  (EVALUATION, ":", f"seedfleet seed {seed}, evaluation actors")):
+    for run, curve in curves.items():
+        for key, style, label in ((TRAINING, "-", f"seedfleet {run}"),
+                                  (EVALUATION, ":", f"seedfleet {run}, evaluation actors")):
             rows = [r for r in curve if not math.isnan(r.get(key, math.nan))]
             if rows:
                 returns = [r[key] for r in rows]
@@ -165,12 +204,11 @@ def report(md_path: Path, names: list[str], runs: Path = RUNS) -> None:
     m = machine()
     body = [f"Report of {m['date']}, commit {m['commit']}, {m['cores']} cores of {m['cpu']}.", ""]
     for name in names:
-        seeds = {int(d.name.removeprefix("seed")): d for d in sorted((runs / name).glob("seed*"))
-                 if d.is_dir() and d.name.removeprefix("seed").isdigit()}
-        if not seeds:
+        groups = run_groups(name, runs)
+        if not groups:
             continue
         png = md_path.parent / f"BENCHMARKS-learn-{name}.png"
-        body += case_markdown(name, CASES[name], seeds, png.name if plot_case(name, CASES[name], seeds, png) else "")
+        body += case_markdown(name, CASES[name], groups, png.name if plot_case(CASES[name], groups, png) else "")
     replace_section(md_path, BEGIN, END, "\n".join(body))
 
 
@@ -181,14 +219,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from runs/learn")
     parser.add_argument("--timeout-s", type=float, default=4 * 3600, help="a run still going after this is stopped")
     parser.add_argument("--benchmarks", default="BENCHMARKS.md")
+    parser.add_argument("--variant", default="", help="a name for runs with --flags, kept apart from the defaults'")
+    parser.add_argument("--flags", default="", help="with --variant: seedfleet run flags beyond the case's")
     args = parser.parse_args(argv)
+    if bool(args.variant) != bool(args.flags) or "@" in args.variant or "/" in args.variant:
+        parser.error("--variant NAME (no @ or /) and --flags go together")
+    flags = tuple(shlex.split(args.flags))
     failed = 0
     if not args.report_only:
         for name in args.cases:
+            folder = runs_dir(name, args.variant)
+            folder.mkdir(parents=True, exist_ok=True)
+            if args.variant:
+                (folder / VARIANT_FILE).write_text(json.dumps({"flags": list(flags)}) + "\n")
             for seed in args.seeds:
-                logdir = RUNS / name / f"seed{seed}"
+                logdir = folder / f"seed{seed}"
                 logdir.mkdir(parents=True, exist_ok=True)
-                command = run_command(CASES[name], seed, logdir)
+                command = run_command(CASES[name], seed, logdir, flags)
                 print("$", " ".join(command[2:]), flush=True)
                 with (logdir / "console.log").open("w") as log:
                     proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)

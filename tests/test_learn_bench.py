@@ -54,3 +54,20 @@ def test_runs_with_evaluation_actors_get_a_row_of_their_own(tmp_path):
     text = md.read_text()
     assert "| seed 0 | 2.0 | 6.0 | 9.0 | 5.00M | 10 | max_frames |" in text
     assert "| seed 0, evaluation actors | 3.5 | 11.0 | 14.0 | 5.00M | 10 | max_frames |" in text
+
+
+def test_a_variant_is_reported_beside_the_defaults_with_its_flags(tmp_path):
+    runs = tmp_path / "runs"
+    _fake_run(runs / "pong" / "seed0", [(600, 5e6, -20.0), (1200, 1e7, -15.0)],
+              {"frames": 10_000_000, "wall_s": 1200, "stop_reason": "signal"})
+    variant = runs / "pong@normadv"
+    _fake_run(variant / "seed0", [(600, 5e6, -12.0), (1200, 1e7, 3.0)],
+              {"frames": 10_000_000, "wall_s": 1200, "stop_reason": "signal"})
+    (variant / "variant.json").write_text(json.dumps({"flags": ["--normalize-advantages"]}))
+    md = tmp_path / "BENCHMARKS.md"
+    md.write_text(f"{BEGIN}\n{END}\n")
+    report(md, ["pong"], runs=runs)
+    text = md.read_text()
+    assert "| seed 0 | -20.0 | -15.0 | - | 10.00M | 20 | signal |" in text
+    assert "| seed 0, normadv | -12.0 | 3.0 | - | 10.00M | 20 | signal |" in text
+    assert "- normadv: the same with `--normalize-advantages`" in text
