@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import tensorflow as tf
+
+Array = Any  # a NumPy array or a tf.Tensor
 
 
 @dataclass(frozen=True)
@@ -82,11 +84,59 @@ def act_signature(obs_shape: tuple[int, ...], obs_dtype: np.dtype, state: dict[s
     ]
 
 
-def time_major(batch: dict) -> dict:
-    """Batch-major [B, T, ...] arrays, as the learner's queue and replay hold them, to [T, B, ...].
+class Unroll(NamedTuple):
+    """Sequences of rows as the learner assembles them: each array is [N, rows, ...]
+    batch-major (the queue, replay), or [rows, N, ...] once `time_major` (the losses).
 
-    "state" (the agent state before row 0, [B, ...]) stays batch-major.
+    Row t holds what the env returned at t (observation x_t; the reward, termination
+    flags and lost life of the transition into x_t; `first` where x_t opens an episode)
+    and what the agent did at x_t (action a_t and its `extras`, the per-step outputs of
+    `act` the algorithm keeps: IMPALA's behaviour logits, R2D2's Q values). `state` is the
+    agent state before row 0, [N, ...], whatever the layout of the rows.
     """
-    return {
-        k: v if k == "state" else tf.transpose(v, [1, 0] + list(range(2, len(v.shape)))) for k, v in batch.items()
-    }
+
+    observation: Array
+    first: Array
+    reward: Array
+    terminated: Array
+    truncated: Array
+    life_lost: Array
+    action: Array
+    extras: dict[str, Array]
+    state: dict[str, Array]
+
+    @property
+    def size(self) -> int:
+        """Sequences held (batch-major)."""
+        return len(self.action)
+
+    def map(self, fn: Callable[[Array], Array], state: bool = True) -> Unroll:
+        """`fn` applied to every array, the state's too unless `state` is False."""
+        rows = {name: fn(getattr(self, name)) for name in ROW_FIELDS}
+        extras = {name: fn(value) for name, value in self.extras.items()}
+        kept = {name: fn(value) for name, value in self.state.items()} if state else self.state
+        return Unroll(**rows, extras=extras, state=kept)
+
+    @staticmethod
+    def concat(unrolls: list[Unroll]) -> Unroll:
+        """One batch-major Unroll of several, in order."""
+        if len(unrolls) == 1:
+            return unrolls[0]
+        first = unrolls[0]
+        rows = {name: np.concatenate([getattr(u, name) for u in unrolls]) for name in ROW_FIELDS}
+        extras = {name: np.concatenate([u.extras[name] for u in unrolls]) for name in first.extras}
+        state = {name: np.concatenate([u.state[name] for u in unrolls]) for name in first.state}
+        return Unroll(**rows, extras=extras, state=state)
+
+    def as_nest(self) -> dict:
+        """A dict of arrays (extras and state as sub-dicts), as replay stores items."""
+        return {**{name: getattr(self, name) for name in ROW_FIELDS}, "extras": self.extras, "state": self.state}
+
+
+ROW_FIELDS = ("observation", "first", "reward", "terminated", "truncated", "life_lost", "action")
+
+
+def time_major(batch: Unroll) -> Unroll:
+    """Batch-major [B, T, ...] rows, as the learner's queue and replay hold them, to [T, B, ...];
+    the state stays [B, ...]."""
+    return batch.map(lambda v: tf.transpose(v, [1, 0] + list(range(2, len(v.shape)))), state=False)

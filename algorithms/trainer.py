@@ -15,16 +15,16 @@ from typing import Protocol
 import numpy as np
 import tensorflow as tf
 
-from algorithms.agent import Agent
+from algorithms.agent import Agent, Unroll
 from seedfleet.threads import name_this_thread
 
 
 class UnrollSource(Protocol):
     """The learner's unroll queue, as trainers read it."""
 
-    def get_batch(self, batch_size: int, timeout_s: float) -> dict | None: ...
+    def get_batch(self, batch_size: int, timeout_s: float) -> Unroll | None: ...
 
-    def get_chunk(self, timeout_s: float) -> dict | None: ...
+    def get_chunk(self, timeout_s: float) -> Unroll | None: ...
 
 
 class LearnerStepRecorder(Protocol):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from algorithms.agent import Agent
+from algorithms.agent import ROW_FIELDS, Agent, Unroll
 from seedfleet.envs import StepBatch
 from seedfleet.wire import EnvSpec
 
@@ -85,14 +85,13 @@ class EnvSlots:
         extras: dict[str, np.ndarray],
         pre_state: StateArrays,
         new_state: StateArrays,
-    ) -> tuple[dict | None, np.ndarray, np.ndarray, np.ndarray]:
+    ) -> tuple[Unroll | None, np.ndarray, np.ndarray, np.ndarray]:
         """Appends one row per env and returns completed unrolls and finished episodes.
 
         `pre_state` is the agent state the step was taken from, `new_state` the state
         after it. Returns (unrolls or None, episode returns, episode lengths, whether
-        each episode ran in an evaluation env): unrolls are a dict of arrays
-        [N, T+1, ...] plus "state", a dict of [N, ...] arrays; evaluation envs' unrolls
-        are left out.
+        each episode ran in an evaluation env): unrolls hold [N, T+1, ...] rows and the
+        [N, ...] state from before their first row; evaluation envs' unrolls are left out.
         """
         pos = self.length[env_ids]
         for rows_at, states in ((pos == 0, self.start_state),
@@ -123,8 +122,9 @@ class EnvSlots:
             done_ids = env_ids[complete]
             train_ids = done_ids[~self.evaluation[done_ids]]
             if len(train_ids):
-                unrolls = {name: value[train_ids] for name, value in self.rows.items()}
-                unrolls["state"] = {name: value[train_ids] for name, value in self.start_state.items()}
+                rows = {name: value[train_ids] for name, value in self.rows.items()}
+                unrolls = Unroll(**{name: rows.pop(name) for name in ROW_FIELDS}, extras=rows,
+                                 state={name: value[train_ids] for name, value in self.start_state.items()})
             keep = slice(self.rows_per_unroll - self.overlap, None)
             for value in self.rows.values():
                 value[done_ids, : self.overlap] = value[done_ids, keep]

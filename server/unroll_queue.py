@@ -10,23 +10,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-import numpy as np
-
-
-def _size(chunk: dict) -> int:
-    return len(chunk["action"])
-
-
-def _slice(chunk: dict, start: int, stop: int) -> dict:
-    return {k: _slice(v, start, stop) if isinstance(v, dict) else v[start:stop] for k, v in chunk.items()}
-
-
-def _concat(chunks: list[dict]) -> dict:
-    first = chunks[0]
-    return {
-        k: _concat([c[k] for c in chunks]) if isinstance(v, dict) else np.concatenate([c[k] for c in chunks])
-        for k, v in first.items()
-    }
+from algorithms.agent import Unroll
 
 
 class UnrollQueue:
@@ -37,7 +21,7 @@ class UnrollQueue:
     def __init__(self, capacity: int, batch_size: int = 1):
         self.capacity = capacity
         self.batch_size = batch_size
-        self._chunks: deque[dict] = deque()
+        self._chunks: deque[Unroll] = deque()
         self._size = 0
         self._closed = False
         self._cond = threading.Condition()
@@ -45,20 +29,20 @@ class UnrollQueue:
     def __len__(self) -> int:
         return self._size
 
-    def put(self, chunk: dict) -> bool:
+    def put(self, chunk: Unroll) -> bool:
         """Adds a chunk, waiting while the queue is full. False if the queue was closed."""
         with self._cond:
-            while (self._size >= self.batch_size and self._size + _size(chunk) > self.capacity
+            while (self._size >= self.batch_size and self._size + chunk.size > self.capacity
                    and not self._closed):
                 self._cond.wait()
             if self._closed:
                 return False
             self._chunks.append(chunk)
-            self._size += _size(chunk)
+            self._size += chunk.size
             self._cond.notify_all()
             return True
 
-    def get_batch(self, batch_size: int, timeout_s: float) -> dict | None:
+    def get_batch(self, batch_size: int, timeout_s: float) -> Unroll | None:
         """Takes exactly `batch_size` unrolls, oldest first; None on timeout or close."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._size >= batch_size or self._closed, timeout_s):
@@ -68,24 +52,24 @@ class UnrollQueue:
             parts, need = [], batch_size
             while need:
                 chunk = self._chunks.popleft()
-                n = _size(chunk)
+                n = chunk.size
                 if n > need:
-                    self._chunks.appendleft(_slice(chunk, need, n))
-                    chunk = _slice(chunk, 0, need)
+                    self._chunks.appendleft(chunk.map(lambda v, lo=need: v[lo:]))
+                    chunk = chunk.map(lambda v, hi=need: v[:hi])
                     n = need
                 parts.append(chunk)
                 need -= n
             self._size -= batch_size
             self._cond.notify_all()
-        return _concat(parts)
+        return Unroll.concat(parts)
 
-    def get_chunk(self, timeout_s: float) -> dict | None:
+    def get_chunk(self, timeout_s: float) -> Unroll | None:
         """Takes the oldest chunk whole, whatever its size; None on timeout or close."""
         with self._cond:
             if not self._cond.wait_for(lambda: self._chunks or self._closed, timeout_s) or self._closed:
                 return None
             chunk = self._chunks.popleft()
-            self._size -= _size(chunk)
+            self._size -= chunk.size
             self._cond.notify_all()
             return chunk
 

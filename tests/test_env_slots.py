@@ -48,12 +48,12 @@ def test_unrolls_overlap_by_one_row_and_carry_their_start_state():
     # rows 0..3, 3..6, 6..9
     assert len(emitted) == 3
     for k, unrolls in enumerate(emitted):
-        times = unrolls["observation"][:, :, 0] % 100
+        times = unrolls.observation[:, :, 0] % 100
         np.testing.assert_array_equal(times, [[3 * k + r for r in range(4)]] * 2)
-        np.testing.assert_array_equal(unrolls["action"][1], [10 + 3 * k + r for r in range(4)])
+        np.testing.assert_array_equal(unrolls.action[1], [10 + 3 * k + r for r in range(4)])
         # the state before row 0 had seen exactly the 3k steps before it
-        np.testing.assert_array_equal(unrolls["state"]["h"], np.full((2, 2), 3.0 * k))
-    assert emitted[0]["first"][0, 0] and not emitted[1]["first"].any()
+        np.testing.assert_array_equal(unrolls.state["h"], np.full((2, 2), 3.0 * k))
+    assert emitted[0].first[0, 0] and not emitted[1].first.any()
 
 
 def test_episode_boundaries_stay_in_the_unroll_as_flags():
@@ -63,8 +63,8 @@ def test_episode_boundaries_stay_in_the_unroll_as_flags():
     unrolls, *_ = feed(slots, [2], 2, first=[True])  # the autoreset observation
     unrolls, returns, lengths, _ = feed(slots, [2], 3)
     assert unrolls is not None
-    np.testing.assert_array_equal(unrolls["terminated"][0], [False, True, False, False])
-    np.testing.assert_array_equal(unrolls["first"][0], [True, False, True, False])
+    np.testing.assert_array_equal(unrolls.terminated[0], [False, True, False, False])
+    np.testing.assert_array_equal(unrolls.first[0], [True, False, True, False])
 
 
 def test_episode_returns_and_lengths():
@@ -91,7 +91,7 @@ def test_an_actor_restart_mid_unroll_drops_the_partial_unroll():
     for t in range(50, 56):
         unrolls, *_ = feed(slots, [0, 1], t, first=[t == 50, False])
         if unrolls is not None:
-            for i, row in zip(unrolls["observation"][:, 0, 0] // 100, unrolls["observation"][:, :, 0], strict=True):
+            for i, row in zip(unrolls.observation[:, 0, 0] // 100, unrolls.observation[:, :, 0], strict=True):
                 emitted.setdefault(int(i), []).append(row % 100)
     # env 1 continues its unroll: rows t = 0, 1, 50, 51
     np.testing.assert_array_equal(emitted[1][0], [0, 1, 50, 51])
@@ -113,8 +113,8 @@ def test_longer_overlaps_keep_every_transition_and_the_matching_start_state():
     # 6 rows overlapping by 3: rows 0..5, 3..8, 6..11
     assert len(emitted) == 3
     for k, unrolls in enumerate(emitted):
-        np.testing.assert_array_equal(unrolls["observation"][0, :, 0] % 100, [3 * k + r for r in range(6)])
-        np.testing.assert_array_equal(unrolls["state"]["h"][0], [3.0 * k] * 2)  # 3k steps taken before row 0
+        np.testing.assert_array_equal(unrolls.observation[0, :, 0] % 100, [3 * k + r for r in range(6)])
+        np.testing.assert_array_equal(unrolls.state["h"][0], [3.0 * k] * 2)  # 3k steps taken before row 0
 
 
 def test_evaluation_envs_are_never_trained_on_and_report_apart():
@@ -126,8 +126,8 @@ def test_evaluation_envs_are_never_trained_on_and_report_apart():
                                                terminated=[t == 3, t == 3], reward=[1.0, 2.0])
         if unrolls is not None:
             emitted.append(unrolls)
-    assert len(emitted) == 1 and emitted[0]["observation"].shape[0] == 1  # env 0 only
-    assert emitted[0]["observation"][0, 0, 0] // 100 == 0
+    assert len(emitted) == 1 and emitted[0].observation.shape[0] == 1  # env 0 only
+    assert emitted[0].observation[0, 0, 0] // 100 == 0
     np.testing.assert_array_equal(returns, [3.0, 6.0])
     np.testing.assert_array_equal(evaluation, [False, True])
     slots.reset(2, 4)  # a training actor takes the ids over

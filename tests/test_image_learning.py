@@ -54,13 +54,13 @@ def test_trainer_recomputes_the_behaviour_logits(lstm_size):
     train(agent, DOT, 8, 8 * 60, on_batch=batches.append)
     assert batches
     for batch in batches:
-        obs = tf.transpose(batch["observation"], [1, 0, 2, 3])
-        first = tf.transpose(batch["first"], [1, 0])
-        logits, _, _ = agent.net(obs, first, batch["state"])
-        behaviour = np.transpose(batch["logits"], [1, 0, 2])
+        obs = tf.transpose(batch.observation, [1, 0, 2, 3])
+        first = tf.transpose(batch.first, [1, 0])
+        logits, _, _ = agent.net(obs, first, batch.state)
+        behaviour = np.transpose(batch.extras["logits"], [1, 0, 2])
         assert np.ptp(behaviour) > 1.0  # the test can see a mismatch
         log_softmax = tf.nn.log_softmax
         np.testing.assert_allclose(log_softmax(logits).numpy(), log_softmax(behaviour).numpy(), atol=1e-4)
         # the same unroll read one row late is far off: the check above is not vacuous
-        late, _, _ = agent.net(tf.roll(obs, 1, axis=0), first, batch["state"])
+        late, _, _ = agent.net(tf.roll(obs, 1, axis=0), first, batch.state)
         assert np.abs(log_softmax(late).numpy() - log_softmax(behaviour).numpy()).max() > 0.1

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from algorithms import optim
-from algorithms.agent import AgentContext
+from algorithms.agent import AgentContext, Unroll
 from algorithms.impala.agent import ImpalaAgent
 from algorithms.impala.config import ImpalaConfig
 from algorithms.impala.loss import (
@@ -28,20 +28,21 @@ def make_batch(rng, T=6, B=4, obs_dim=3, num_actions=2):
     truncated = np.zeros((B, T + 1), bool)
     truncated[2, 2] = True
     first[2, 3] = True
-    return {
-        "observation": rng.normal(size=(B, T + 1, obs_dim)).astype(np.float32),
-        "first": first,
-        "reward": rng.normal(size=(B, T + 1)).astype(np.float32),
-        "terminated": terminated,
-        "truncated": truncated,
-        "action": rng.integers(0, num_actions, (B, T + 1)).astype(np.int32),
-        "logits": rng.normal(size=(B, T + 1, num_actions)).astype(np.float32),
-        "state": {},
-    }
+    return Unroll(
+        observation=rng.normal(size=(B, T + 1, obs_dim)).astype(np.float32),
+        first=first,
+        reward=rng.normal(size=(B, T + 1)).astype(np.float32),
+        terminated=terminated,
+        truncated=truncated,
+        life_lost=np.zeros((B, T + 1), bool),
+        action=rng.integers(0, num_actions, (B, T + 1)).astype(np.int32),
+        extras={"logits": rng.normal(size=(B, T + 1, num_actions)).astype(np.float32)},
+        state={},
+    )
 
 
 def time_major(batch):
-    return {k: v if k == "state" else np.swapaxes(v, 0, 1) for k, v in batch.items()}
+    return batch.map(lambda v: np.swapaxes(v, 0, 1), state=False)
 
 
 def make_agent(**overrides):
@@ -60,13 +61,12 @@ def test_termination_stops_bootstrapping_truncation_bootstraps_resets_are_cut():
     assert discounts[2, 2] == 0.0 and not real[2, 2]  # into the reset observation: cut
     assert discounts[3, 1] == 0.0 and not real[3, 1]
     assert real.sum() == real.size - 2
-    np.testing.assert_allclose(rewards.numpy(), batch["reward"][1:])
+    np.testing.assert_allclose(rewards.numpy(), batch.reward[1:])
 
 
 def test_a_lost_life_is_terminal_for_training_only_when_asked():
     batch = time_major(make_batch(np.random.default_rng(0)))
-    batch["life_lost"] = np.zeros_like(batch["terminated"])
-    batch["life_lost"][4, 0] = True  # env 0: the transition 3 -> 4 lost a life
+    batch.life_lost[4, 0] = True  # env 0: the transition 3 -> 4 lost a life
     _, discounts, real = transitions(batch, ImpalaConfig(discount=0.9))
     assert discounts.numpy()[3, 0] == np.float32(0.9)
     _, discounts, real = transitions(batch, ImpalaConfig(discount=0.9, life_loss_terminal=True))
@@ -88,7 +88,7 @@ def test_normalized_advantages_have_mean_0_and_std_1_over_real_transitions():
 
 def test_reward_clipping():
     batch = time_major(make_batch(np.random.default_rng(0)))
-    batch["reward"] = batch["reward"] * 10
+    batch = batch._replace(reward=batch.reward * 10)
     rewards, _, _ = transitions(batch, ImpalaConfig(reward_clip=1.0))
     assert np.abs(rewards.numpy()).max() <= 1.0
 
@@ -97,16 +97,14 @@ def test_cut_transitions_carry_no_loss():
     agent = make_agent()
     batch = time_major(make_batch(np.random.default_rng(1)))
     loss, _ = impala_loss(agent.net, agent.config, batch)
-    changed = dict(batch)
-    changed["reward"] = batch["reward"].copy()
-    changed["action"] = batch["action"].copy()
+    changed = batch._replace(reward=batch.reward.copy(), action=batch.action.copy())
     # transition 2 -> 3 of env 2 leads into a reset: its action and reward must not matter
-    changed["reward"][3, 2] += 100.0
-    changed["action"][2, 2] = 1 - batch["action"][2, 2]
+    changed.reward[3, 2] += 100.0
+    changed.action[2, 2] = 1 - batch.action[2, 2]
     loss2, _ = impala_loss(agent.net, agent.config, changed)
     np.testing.assert_allclose(loss.numpy(), loss2.numpy(), rtol=1e-6)
     # a real transition's reward does matter
-    changed["reward"][2, 2] += 100.0
+    changed.reward[2, 2] += 100.0
     loss3, _ = impala_loss(agent.net, agent.config, changed)
     assert abs(loss3.numpy() - loss.numpy()) > 1e-3
 
@@ -115,7 +113,7 @@ def test_one_training_step_lowers_the_loss_on_a_fixed_batch():
     agent = make_agent(learning_rate=1e-2)
     batch = make_batch(np.random.default_rng(2))
     before, _ = impala_loss(agent.net, agent.config, time_major(batch))
-    metrics = agent.learn(dict(batch))
+    metrics = agent.learn(batch)
     after, _ = impala_loss(agent.net, agent.config, time_major(batch))
     assert np.isfinite(metrics["grad_norm"].numpy())
     assert after.numpy() < before.numpy()
@@ -135,16 +133,15 @@ def test_state_information_is_the_mutual_information_of_state_and_action_over_th
     agent.net.policy.w.assign(agent.net.policy.w * 300.0)  # a policy that depends on its input
     batch = time_major(make_batch(np.random.default_rng(3)))
     _, metrics = impala_loss(agent.net, agent.config, batch)
-    logits, _, _ = agent.net(batch["observation"], batch["first"], batch["state"])
+    logits, _, _ = agent.net(batch.observation, batch.first, batch.state)
     probs = tf.nn.softmax(logits[:-1]).numpy().reshape(-1, 2)
-    real = ~batch["first"][1:].reshape(-1)
+    real = ~batch.first[1:].reshape(-1)
     mean = probs[real].mean(axis=0)
     entropies = [-sum(p[a] * np.log(p[a]) for a in range(2)) for p in probs[real]]
     expected = -sum(mean[a] * np.log(mean[a]) for a in range(2)) - np.mean(entropies)
     np.testing.assert_allclose(metrics["policy/state_information"].numpy(), expected, rtol=1e-4, atol=1e-7)
     assert expected > 0.01
-    same = dict(batch)
-    same["observation"] = np.broadcast_to(batch["observation"][:1, :1], batch["observation"].shape).copy()
+    same = batch._replace(observation=np.broadcast_to(batch.observation[:1, :1], batch.observation.shape).copy())
     _, metrics = impala_loss(agent.net, agent.config, same)
     assert abs(metrics["policy/state_information"].numpy()) < 1e-6
 
@@ -179,8 +176,8 @@ def _gradients(agent, batch):
 def _on_policy(agent, batch):
     """The batch as if acted by `agent`'s current parameters (pi = mu)."""
     tm = time_major(batch)
-    logits, _, _ = agent.net(tm["observation"], tm["first"], {})
-    return dict(batch, logits=np.swapaxes(logits.numpy(), 0, 1))
+    logits, _, _ = agent.net(tm.observation, tm.first, {})
+    return batch._replace(extras={"logits": np.swapaxes(logits.numpy(), 0, 1)})
 
 
 def test_the_clipped_surrogate_on_policy_has_impalas_gradient():
@@ -206,14 +203,14 @@ def test_the_clipped_surrogate_has_no_gradient_where_the_clip_binds():
 def test_epochs_take_several_steps_per_batch_and_stretch_the_learning_rate_decay():
     agent = make_agent(epochs=3, clip_ratio=0.1, learning_rate=1e-2)
     batch = _on_policy(agent, make_batch(np.random.default_rng(7)))
-    metrics = agent.learn(dict(batch))
+    metrics = agent.learn(batch)
     assert int(agent.optimizer.iterations.numpy()) == 3
     np.testing.assert_allclose(metrics["policy/mean_rho"].numpy(), 1.0, rtol=1e-5)  # the first step: pi = mu
     assert abs(metrics["policy/last_epoch_mean_rho"].numpy() - 1.0) > 1e-4  # two steps later pi has moved
     decaying = ImpalaAgent(ImpalaConfig(unroll_length=6, batch_size=4, epochs=3), NetworkConfig(),
                            AgentContext((3,), np.dtype(np.float32), 2, seed=0), decay_steps=10)
     for _ in range(5):
-        decaying.learn(dict(batch))
+        decaying.learn(batch)
     # 5 of 10 learner steps: half the step size is left, though the optimizer took 15 steps
     assert int(decaying.optimizer.iterations.numpy()) == 15
     np.testing.assert_allclose(optim.current_learning_rate(decaying.optimizer).numpy(), 0.5e-3, rtol=1e-5)

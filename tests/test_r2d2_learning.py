@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from algorithms import optim
+from algorithms.agent import Unroll
 from algorithms.networks import DuelingQNet, NetworkConfig
 from algorithms.r2d2.config import R2D2Config, ape_x_epsilons
 from algorithms.r2d2.loss import r2d2_loss
@@ -26,13 +27,17 @@ def make_batch(rng, L, B, obs_dim=4):
     first[7, 1] = True
     terminated = np.zeros((L, B), bool)
     terminated[6, 1] = True
-    return {
-        "observation": tf.constant(rng.normal(size=(L, B, obs_dim)).astype(np.float32)),
-        "first": tf.constant(first),
-        "reward": tf.constant(rng.normal(size=(L, B)).astype(np.float32)),
-        "terminated": tf.constant(terminated),
-        "action": tf.constant(rng.integers(0, A, (L, B)).astype(np.int32)),
-    }
+    return Unroll(
+        observation=tf.constant(rng.normal(size=(L, B, obs_dim)).astype(np.float32)),
+        first=tf.constant(first),
+        reward=tf.constant(rng.normal(size=(L, B)).astype(np.float32)),
+        terminated=tf.constant(terminated),
+        truncated=tf.zeros((L, B), tf.bool),
+        life_lost=tf.zeros((L, B), tf.bool),
+        action=tf.constant(rng.integers(0, A, (L, B)).astype(np.int32)),
+        extras={},
+        state={},
+    )
 
 
 def nets(seed=0):
@@ -43,7 +48,7 @@ def nets(seed=0):
 def with_state(batch, net, B):
     state = {k: tf.constant(v) for k, v in net.initial_state(B).items()}
     state["prev_action"] = tf.zeros([B], tf.int32)
-    return {**batch, "state": state}
+    return batch._replace(state=state)
 
 
 def test_dueling_heads_average_to_the_value():
@@ -73,14 +78,14 @@ def test_burn_in_produces_no_gradient():
     grads = tape.gradient(loss, online.trainable_variables)
 
     # the same computation by hand: burn in, then start a burn-in-free sequence there
-    prev_action = tf.concat([batch["state"]["prev_action"][None], batch["action"][:-1]], 0)
-    net_state = {k: v for k, v in batch["state"].items() if k != "prev_action"}
+    prev_action = tf.concat([batch.state["prev_action"][None], batch.action[:-1]], 0)
+    net_state = {k: v for k, v in batch.state.items() if k != "prev_action"}
 
     def burn(net):
-        return net(batch["observation"][:burn_in], batch["first"][:burn_in], prev_action[:burn_in],
-                   batch["reward"][:burn_in], net_state)[1]
+        return net(batch.observation[:burn_in], batch.first[:burn_in], prev_action[:burn_in],
+                   batch.reward[:burn_in], net_state)[1]
     online_state, target_state = burn(online), burn(target)
-    rest = {k: v[burn_in:] for k, v in batch.items() if k != "state"}
+    rest = batch.map(lambda v: v[burn_in:], state=False)
     config0 = R2D2Config(burn_in=0, unroll_length=T, n_step=3)
     # with no burn-in, one state serves both nets: the target net keeps its own burned-in state
     with tf.GradientTape() as tape:
@@ -100,7 +105,7 @@ def _loss_with_states(online, target, config, rest, online_state, target_state, 
         def __call__(self, obs, first, prev_action, reward, _state):
             return target(obs, first, prev_action, reward, {k: v for k, v in target_state.items()
                                                              if k != "prev_action"})
-    loss, _, _ = r2d2_loss(online, Target(), config, {**rest, "state": online_state}, weights)
+    loss, _, _ = r2d2_loss(online, Target(), config, rest._replace(state=online_state), weights)
     return loss
 
 

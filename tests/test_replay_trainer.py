@@ -7,6 +7,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from algorithms.agent import Unroll
 from algorithms.r2d2.config import R2D2Config
 from algorithms.r2d2.trainer import RATIO_TOLERANCE_BATCHES, ReplayTrainer
 from server.metrics import Metrics
@@ -25,7 +26,7 @@ class SlowAgent:
         self.owed_at_steps: list[float] = []
 
     def initial_priorities(self, chunk: dict) -> tf.Tensor:
-        return tf.ones(len(chunk["action"]))
+        return tf.ones(chunk.size)
 
     def learn(self, batch: dict, weights: np.ndarray) -> dict:
         self.owed_at_steps.append(RATIO * self.trainer.inserted - self.trainer.trained)
@@ -33,8 +34,10 @@ class SlowAgent:
         return {"priorities": tf.ones(len(weights)), "loss": tf.constant(0.0)}
 
 
-def chunk() -> dict:
-    return {"action": np.zeros((CHUNK, 3), np.int32), "state": {"h": np.zeros((CHUNK, 2), np.float32)}}
+def chunk() -> Unroll:
+    rows = np.zeros((CHUNK, 3), np.int32)
+    return Unroll(observation=rows, first=rows == 1, reward=rows * 1.0, terminated=rows == 1, truncated=rows == 1,
+                  life_lost=rows == 1, action=rows, extras={}, state={"h": np.zeros((CHUNK, 2), np.float32)})
 
 
 def test_a_fast_producer_is_held_to_the_replay_ratio():

@@ -4,14 +4,18 @@ import threading
 
 import numpy as np
 
+from algorithms.agent import Unroll
 from server.unroll_queue import UnrollQueue
 
 
-def chunk(start: int, n: int) -> dict:
-    return {"action": np.arange(start, start + n), "state": {"h": np.arange(start, start + n) * 10}}
+def chunk(start: int, n: int) -> Unroll:
+    ids = np.arange(start, start + n)
+    return Unroll(observation=ids[:, None] * 1.0, first=ids == 0, reward=ids * 0.5, terminated=ids < 0,
+                  truncated=ids < 0, life_lost=ids < 0, action=ids, extras={"logits": -ids},
+                  state={"h": ids * 10})
 
 
-def put_in_thread(queue: UnrollQueue, item: dict) -> threading.Thread:
+def put_in_thread(queue: UnrollQueue, item: Unroll) -> threading.Thread:
     thread = threading.Thread(target=queue.put, args=(item,), daemon=True)
     thread.start()
     return thread
@@ -22,11 +26,13 @@ def test_batches_are_cut_from_chunks_oldest_first():
     queue.put(chunk(0, 10))
     queue.put(chunk(10, 10))
     batch = queue.get_batch(16, timeout_s=0.1)
-    np.testing.assert_array_equal(batch["action"], np.arange(16))
-    np.testing.assert_array_equal(batch["state"]["h"], np.arange(16) * 10)
+    np.testing.assert_array_equal(batch.action, np.arange(16))
+    np.testing.assert_array_equal(batch.state["h"], np.arange(16) * 10)
+    np.testing.assert_array_equal(batch.extras["logits"], -np.arange(16))
+    np.testing.assert_array_equal(batch.observation[:, 0], np.arange(16))
     assert len(queue) == 4
     assert queue.get_batch(16, timeout_s=0.05) is None
-    np.testing.assert_array_equal(queue.get_chunk(0.1)["action"], np.arange(16, 20))
+    np.testing.assert_array_equal(queue.get_chunk(0.1).action, np.arange(16, 20))
 
 
 def test_a_short_queue_admits_a_chunk_past_capacity_so_training_can_go_on():
@@ -36,7 +42,7 @@ def test_a_short_queue_admits_a_chunk_past_capacity_so_training_can_go_on():
     writer.join(timeout=2)
     assert not writer.is_alive(), "the producer waits on a trainer that waits on it"
     assert len(queue) == 40
-    np.testing.assert_array_equal(queue.get_batch(16, timeout_s=0.1)["action"], np.arange(16))
+    np.testing.assert_array_equal(queue.get_batch(16, timeout_s=0.1).action, np.arange(16))
 
 
 def test_a_full_queue_holds_the_producer_until_a_batch_is_taken():

@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms import optim
-from algorithms.agent import AgentContext, SequenceLayout, act_signature, time_major
+from algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
 from algorithms.impala.config import ImpalaConfig
 from algorithms.impala.loss import impala_loss
 from algorithms.networks import NetworkConfig, PolicyValueNet
@@ -64,7 +64,7 @@ class ImpalaAgent(tf.Module):
         logits, _, new_state = self.net(obs[None], first[None], state)
         return tf.argmax(logits[0], axis=-1, output_type=tf.int32), logits[0], new_state
 
-    def _learn(self, batch: dict) -> dict:
+    def _learn(self, batch: Unroll) -> dict:
         """`epochs` gradient steps on a batch of unrolls given batch-major ([B, T+1, ...]).
 
         The metrics are the first step's (the policy as it acted, rho against the actors'

@@ -22,12 +22,13 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from algorithms.agent import Unroll
 from algorithms.impala import vtrace
 from algorithms.impala.config import ImpalaConfig
 from algorithms.networks import PolicyValueNet
 
 
-def transitions(batch: dict, config: ImpalaConfig) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+def transitions(batch: Unroll, config: ImpalaConfig) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """Rewards, discounts and the real-transition mask for t -> t+1, each [T, B].
 
     Truncation needs nothing here: its discount stays gamma, so the target bootstraps.
@@ -35,13 +36,13 @@ def transitions(batch: dict, config: ImpalaConfig) -> tuple[tf.Tensor, tf.Tensor
     targets (DeepMind's Atari setting: nothing is bootstrapped across a lost life), while
     the game, its next observation and the reported return go on.
     """
-    rewards = tf.cast(batch["reward"][1:], tf.float32)
+    rewards = tf.cast(batch.reward[1:], tf.float32)
     if config.reward_clip > 0:
         rewards = tf.clip_by_value(rewards, -config.reward_clip, config.reward_clip)
-    real = tf.logical_not(batch["first"][1:])
-    terminal = batch["terminated"][1:]
+    real = tf.logical_not(batch.first[1:])
+    terminal = batch.terminated[1:]
     if config.life_loss_terminal:
-        terminal = tf.logical_or(terminal, batch["life_lost"][1:])
+        terminal = tf.logical_or(terminal, batch.life_lost[1:])
     not_terminal = 1.0 - tf.cast(terminal, tf.float32)
     discounts = config.discount * not_terminal * tf.cast(real, tf.float32)
     return rewards, discounts, real
@@ -81,7 +82,7 @@ def clipped_surrogate_loss(log_ratio, advantages, mask, clip_ratio: float) -> tf
     return -tf.reduce_sum(mask * surrogate) / tf.cast(tf.size(mask), tf.float32)
 
 
-def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: dict) -> tuple[tf.Tensor, dict]:
+def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tuple[tf.Tensor, dict]:
     """The IMPALA loss on a time-major batch of unrolls ([T+1, B, ...], state [B, ...]).
 
     loss = policy_gradient + baseline_cost * baseline + entropy_cost * entropy, with
@@ -91,15 +92,15 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: dict) -> tuple
       entropy         = -mean(H(pi(.|x_t)))                  (maximising entropy)
     each averaged over the T x B transitions, cut transitions weighted zero.
     """
-    logits, values, _ = net(batch["observation"], batch["first"], batch["state"])
-    actions = tf.cast(batch["action"][:-1], tf.int32)
+    logits, values, _ = net(batch.observation, batch.first, batch.state)
+    actions = tf.cast(batch.action[:-1], tf.int32)
     target_logits, bootstrap_value, values = logits[:-1], values[-1], values[:-1]
     rewards, discounts, real = transitions(batch, config)
     mask = tf.cast(real, tf.float32)
 
     target_logp = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=target_logits)
     behaviour_logp = -tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=actions, logits=batch["logits"][:-1]
+        labels=actions, logits=batch.extras["logits"][:-1]
     )
     log_rhos = tf.where(real, target_logp - behaviour_logp, -np.inf)
     targets = vtrace.from_importance_weights(

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms import optim
-from algorithms.agent import AgentContext, SequenceLayout, act_signature, time_major
+from algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
 from algorithms.networks import DuelingQNet, NetworkConfig
 from algorithms.r2d2.config import R2D2Config
 from algorithms.r2d2.loss import q_of_actions, r2d2_loss, sequence_priorities, sequence_td
@@ -91,20 +91,20 @@ class R2D2Agent(tf.Module):
         new_state["prev_action"] = actions
         return actions, {"q": q}, new_state
 
-    def _initial_priorities(self, batch: dict) -> tf.Tensor:
-        """Priorities of new sequences (batch-major, without "state") from their acting-time Q values.
+    def _initial_priorities(self, batch: Unroll) -> tf.Tensor:
+        """Priorities of new sequences (batch-major) from their acting-time Q values.
 
         The acting network's own greedy value stands in for the target network's
         double-Q estimate; the first training step replaces it.
         """
         batch = time_major(batch)
         b = self.config.burn_in
-        q = tf.cast(batch["q"][b:], tf.float32)
-        q_taken = q_of_actions(q[:-1], batch["action"][b:-1])
+        q = tf.cast(batch.extras["q"][b:], tf.float32)
+        q_taken = q_of_actions(q[:-1], batch.action[b:-1])
         td, mask = sequence_td(q_taken, tf.reduce_max(q[1:], axis=-1), batch, self.config)
         return sequence_priorities(td, mask, self.config.priority_eta)
 
-    def _learn(self, batch: dict, weights=None) -> dict:
+    def _learn(self, batch: Unroll, weights=None) -> dict:
         """One step on sampled sequences (batch-major) with their importance weights (none:
         all 1); returns metrics and "priorities"."""
         batch = time_major(batch)

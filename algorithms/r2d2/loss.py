@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from algorithms.agent import Unroll
 from algorithms.networks import DuelingQNet
 from algorithms.r2d2.config import R2D2Config
 
@@ -72,21 +73,21 @@ def q_of_actions(q: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
     return tf.gather(q, tf.cast(actions, tf.int32), batch_dims=2)
 
 
-def r2d2_loss(online: DuelingQNet, target: DuelingQNet, config: R2D2Config, batch: dict, weights):
+def r2d2_loss(online: DuelingQNet, target: DuelingQNet, config: R2D2Config, batch: Unroll, weights):
     """Loss, new priorities [B] and metrics for a time-major batch of sequences.
 
-    batch: "observation", "first", "reward", "terminated", "action" of shape [L, B, ...]
-    with L = burn_in + unroll_length + 1, and "state", the agent state before row 0
-    (the network's state plus "prev_action", the action taken before row 0).
+    batch: rows of shape [L, B, ...] with L = burn_in + unroll_length + 1, and its state,
+    the agent state before row 0 (the network's state plus "prev_action", the action
+    taken before row 0).
     """
-    state = dict(batch["state"])
+    state = dict(batch.state)
     prev_action = tf.concat([tf.cast(state.pop("prev_action"), tf.int32)[None],
-                             tf.cast(batch["action"][:-1], tf.int32)], axis=0)
+                             tf.cast(batch.action[:-1], tf.int32)], axis=0)
     b = config.burn_in
 
     def run(net, start, stop, net_state):
-        return net(batch["observation"][start:stop], batch["first"][start:stop],
-                   prev_action[start:stop], batch["reward"][start:stop], net_state)
+        return net(batch.observation[start:stop], batch.first[start:stop],
+                   prev_action[start:stop], batch.reward[start:stop], net_state)
 
     online_state, target_state = state, state
     if b > 0:
@@ -97,7 +98,7 @@ def r2d2_loss(online: DuelingQNet, target: DuelingQNet, config: R2D2Config, batc
     q_target, _ = run(target, b, None, target_state)
     q_target = tf.stop_gradient(q_target)
 
-    actions = batch["action"][b:]
+    actions = batch.action[b:]
     q_taken = q_of_actions(q[:-1], actions[:-1])
     best_next = tf.argmax(q[1:], axis=-1, output_type=tf.int32)
     td, mask = sequence_td(q_taken, q_of_actions(q_target[1:], best_next), batch, config)
@@ -108,17 +109,17 @@ def r2d2_loss(online: DuelingQNet, target: DuelingQNet, config: R2D2Config, batc
     return loss, sequence_priorities(td, mask, config.priority_eta), metrics
 
 
-def sequence_td(q_taken, next_q, batch: dict, config: R2D2Config) -> tuple[tf.Tensor, tf.Tensor]:
+def sequence_td(q_taken, next_q, batch: Unroll, config: R2D2Config) -> tuple[tf.Tensor, tf.Tensor]:
     """TD errors h(G_t) - Q(x_t, a_t) and the real-transition mask, [T, B], after burn-in.
 
     q_taken: Q(x_t, a_t) for the T transitions; next_q: the rescaled value of x_{t+1}.
     """
     b = config.burn_in
     bootstrap = inverse_value_rescale(next_q, config.value_rescale_eps)
-    real = tf.logical_not(batch["first"][b + 1 :])  # a transition into a reset is not real
+    real = tf.logical_not(batch.first[b + 1 :])  # a transition into a reset is not real
     mask = tf.cast(real, tf.float32)
-    discounts = config.discount * (1.0 - tf.cast(batch["terminated"][b + 1 :], tf.float32)) * mask
-    returns = n_step_returns(batch["reward"][b + 1 :], discounts, bootstrap, config.n_step)
+    discounts = config.discount * (1.0 - tf.cast(batch.terminated[b + 1 :], tf.float32)) * mask
+    returns = n_step_returns(batch.reward[b + 1 :], discounts, bootstrap, config.n_step)
     targets = tf.stop_gradient(value_rescale(returns, config.value_rescale_eps))
     return (targets - q_taken) * mask, mask
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from algorithms.agent import Unroll
 from algorithms.r2d2.agent import R2D2Agent
 from algorithms.r2d2.config import R2D2Config
 from algorithms.r2d2.replay import PrioritizedReplay
@@ -102,11 +103,11 @@ class ReplayTrainer(TrainerThread):
         chunk = self.queue.get_chunk(timeout_s)
         while chunk is not None:
             if not len(self.replay):
-                check_replay_fits(chunk, self.config.replay_capacity)
+                check_replay_fits(chunk.as_nest(), self.config.replay_capacity)
             with self.lock:
                 with tf.device(self.device):
-                    priorities = self.agent.initial_priorities({k: v for k, v in chunk.items() if k != "state"})
-                self.replay.add(chunk, priorities.numpy())
+                    priorities = self.agent.initial_priorities(chunk)
+                self.replay.add(chunk.as_nest(), priorities.numpy())
                 self.inserted += len(priorities)
             chunk = self.queue.get_chunk(0.0) if self._may_insert() else None
 
@@ -119,9 +120,9 @@ class ReplayTrainer(TrainerThread):
                 if not self._may_train():
                     continue
                 with self.lock:
-                    indices, weights, batch = self.replay.sample(self.agent.batch_size)
+                    indices, weights, items = self.replay.sample(self.agent.batch_size)
                     with tf.device(self.device):
-                        out = self.agent.learn(batch, weights)
+                        out = self.agent.learn(Unroll(**items), weights)
                     self.replay.update_priorities(indices, out.pop("priorities").numpy())
                     self.trained += self.agent.batch_size
                 losses = {k: float(v) for k, v in out.items()}
