@@ -27,11 +27,13 @@ class Algorithm:
     task_defaults: Callable[[bool, bool], dict]  # (atari, run) -> flag defaults
     make_agent: Callable[[Any, NetworkConfig, AgentContext], Agent]
     make_trainer: Callable[[Agent, UnrollSource, LearnerStepRecorder, str, Any, int], TrainerThread]
+    learn_calls_per_sequence: Callable[[Any], float]  # `learn` calls that train on each sequence (replay ratio)
 
 
 ALGORITHMS: dict[str, Algorithm] = {
-    "vtrace": Algorithm(ImpalaConfig, impala.task_defaults, impala.make_agent, impala.make_trainer),
-    "r2d2": Algorithm(R2D2Config, r2d2.task_defaults, r2d2.make_agent, r2d2.make_trainer),
+    "vtrace": Algorithm(ImpalaConfig, impala.task_defaults, impala.make_agent, impala.make_trainer, lambda _: 1.0),
+    "r2d2": Algorithm(R2D2Config, r2d2.task_defaults, r2d2.make_agent, r2d2.make_trainer,
+                      lambda config: config.replay_ratio),
 }
 
 AlgoConfig = ImpalaConfig | R2D2Config

@@ -27,8 +27,9 @@ import numpy as np
 import tensorflow as tf
 
 from actor_client.actor import ActorConfig
+from algorithms.agent import Agent, Unroll
 from algorithms.networks import NetworkConfig
-from algorithms.registry import AlgoConfig
+from algorithms.registry import AlgoConfig, algorithm
 from bench import timed_actor
 from bench.cpu import cores_by_thread, snapshot, transport_share
 from seedfleet.envs import StepBatch
@@ -134,7 +135,7 @@ def model_phase(setup: Setup, batch_size: int) -> dict:
     return {**_rates(calls * batch_size, elapsed, frame_skip), "batch_size": batch_size, **machine}
 
 
-def _real_layout_batch(agent, env_config, device: str) -> dict:
+def _real_layout_batch(agent: Agent, env_config, device: str) -> Unroll:
     """One training batch exactly as the learner assembles it, from random steps."""
     rows = agent.batch_size
     slots = EnvSlots.for_agent(rows, agent, EnvSpec.from_proto(env_config))
@@ -153,7 +154,7 @@ def _real_layout_batch(agent, env_config, device: str) -> dict:
 def env_steps_per_learner_step(setup: Setup) -> float:
     """Env steps whose data one learner step consumes: B * T, over the replay ratio for R2D2."""
     transitions = setup.algo.batch_size * setup.algo.unroll_length
-    return transitions / getattr(setup.algo, "replay_ratio", 1.0)
+    return transitions / algorithm(setup.learner.algo).learn_calls_per_sequence(setup.algo)
 
 
 def train_only_phase(setup: Setup) -> dict:

@@ -32,7 +32,7 @@ class LaunchConfig:
     envs_per_actor: int = 16  # envs hosted by each actor
     eval_actors: int = 0  # extra actors whose envs evaluate (greedy, not trained on, reported apart)
     eval_envs: int = 0  # envs hosted by each evaluation actor (0: --envs-per-actor)
-    env_groups: int = 1  # Atari: each actor steps its envs in this many groups (see seedfleet actor)
+    env_groups: int = 1  # Atari: each training actor steps its envs in this many groups (see seedfleet actor)
 
 
 class Fleet:
@@ -46,9 +46,10 @@ class Fleet:
 
     def start(self, address: str) -> None:
         total = self.launch.actors + self.launch.eval_actors
-        eval_envs = self.launch.eval_envs or self.launch.envs_per_actor
-        self.commands = [actor_command(address, eval_envs if i >= self.launch.actors else self.launch.envs_per_actor,
-                                       i >= self.launch.actors, self.launch.env_groups) for i in range(total)]
+        training = actor_command(address, self.launch.envs_per_actor, False, self.launch.env_groups)
+        # evaluation actors step their envs in one group: any --eval-envs divides into it
+        evaluation = actor_command(address, self.launch.eval_envs or self.launch.envs_per_actor, True, 1)
+        self.commands = [training if i < self.launch.actors else evaluation for i in range(total)]
         self.procs = [start_child(command) for command in self.commands]
         self.restarts = [0] * total
 

@@ -5,6 +5,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from algorithms.agent import Unroll
@@ -64,3 +65,21 @@ def test_a_fast_producer_is_held_to_the_replay_ratio():
     assert max(agent.owed_at_steps) <= RATIO_TOLERANCE_BATCHES * BATCH + RATIO * CHUNK
     assert min(agent.owed_at_steps) >= BATCH  # and never trained beyond the ratio
     assert RATIO * trainer.inserted - BATCH < trainer.trained <= RATIO * trainer.inserted
+
+
+def test_a_replay_saved_in_another_layout_is_refused_not_half_loaded():
+    """A checkpoint's replay whose items are not laid out as an Unroll (Q values at the
+    top level, as before the Unroll record) raises ValueError, on which the learner starts
+    with an empty replay, instead of failing the trainer thread at its first insert."""
+    config = R2D2Config(replay_capacity=8)
+    trainer = ReplayTrainer(SlowAgent(), UnrollQueue(capacity=8, batch_size=BATCH), Metrics(frame_skip=1),
+                            "/cpu:0", config, seed=0)
+    trainer.replay.add(chunk().as_nest(), np.ones(CHUNK))
+    saved = trainer.replay_arrays()
+    fresh = ReplayTrainer(SlowAgent(), UnrollQueue(capacity=8, batch_size=BATCH), Metrics(frame_skip=1),
+                          "/cpu:0", config, seed=0)
+    fresh.restore_replay(saved)
+    assert fresh.replay_size() == CHUNK
+    older = {("items/q" if key == "items/action" else key): value for key, value in saved.items()}
+    with pytest.raises(ValueError, match="laid out otherwise"):
+        fresh.restore_replay(older)

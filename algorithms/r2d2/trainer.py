@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from algorithms.agent import Unroll
+from algorithms.agent import ROW_FIELDS, Unroll
 from algorithms.r2d2.agent import R2D2Agent
 from algorithms.r2d2.config import R2D2Config
 from algorithms.r2d2.replay import PrioritizedReplay
@@ -79,7 +79,11 @@ class ReplayTrainer(TrainerThread):
                 "trainer/trained": np.asarray(self.trained)}
 
     def restore_replay(self, arrays: dict[str, np.ndarray]) -> None:
-        """Loads what `replay_arrays` gave; raises ValueError if it does not fit this replay."""
+        """Loads what `replay_arrays` gave; raises ValueError if it does not fit this replay
+        (another capacity, or items laid out otherwise than an Unroll)."""
+        fields = {key.split("/")[1] for key in arrays if key.startswith("items/")}
+        if fields - {*ROW_FIELDS, "extras", "state"}:
+            raise ValueError(f"its items are laid out otherwise: {sorted(fields)}")
         self.replay.load_arrays({k: v for k, v in arrays.items() if not k.startswith("trainer/")})
         self.inserted, self.trained = int(arrays["trainer/inserted"]), int(arrays["trainer/trained"])
 
