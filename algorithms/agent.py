@@ -59,6 +59,7 @@ class Agent(Protocol):
 
     batch_size: int  # sequences per learner step
     layout: SequenceLayout
+    num_actions: int  # `act` and `policy` pick actions in [0, num_actions)
     extras_spec: dict[str, tuple[tuple[int, ...], np.dtype]]  # per-step outputs of `act` kept in sequences
     # act / policy (obs, reward, first, env_ids, state) -> (actions, extras or outputs, new state):
     # `act` explores as the algorithm trains (sampling, epsilons); `policy` is greedy (eval, export).

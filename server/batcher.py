@@ -119,5 +119,9 @@ class DynamicBatcher:
                         future.set_exception(error)
                 continue
             for (_, future), result in zip(batch, results, strict=True):
-                if not future.done():
+                if future.done():
+                    continue
+                if isinstance(result, Exception):  # this caller's own request was refused
+                    future.set_exception(result)
+                else:
                     future.set_result(result)

@@ -4,6 +4,11 @@ Runs on the single inference thread, which alone touches the per-env state, so n
 locks are needed there. Both agents go through `InferenceEngine.process`: the agent's
 `act(obs, reward, first, env_ids, state) -> (actions, extras, new_state)` is the only
 part that differs.
+
+No output an actor or the trainer must not see leaves here: a request whose envs drove
+the policy to a non-finite output (observations of 1e19, say) or to an action outside
+[0, num_actions) is refused whole with `PolicyOutputError`, its envs' rows and state
+are left as they were, and the other requests of the batch are served as usual.
 """
 
 from __future__ import annotations
@@ -19,6 +24,10 @@ from seedfleet.envs import StepBatch
 from server.env_slots import EnvSlots
 from server.metrics import Metrics
 from server.unroll_queue import UnrollQueue
+
+
+class PolicyOutputError(ValueError):
+    """A request whose observations drove the policy to outputs no actor may get."""
 
 
 @dataclass
@@ -42,8 +51,9 @@ class InferenceEngine:
         self.slots.reset(lo, hi, evaluation)
         self.agent.assign_envs(lo, hi, evaluation)
 
-    def process(self, requests: Sequence[StepRequest]) -> list[np.ndarray]:
-        """Acts for every env in the batch and returns each request's actions."""
+    def process(self, requests: Sequence[StepRequest]) -> list[np.ndarray | PolicyOutputError]:
+        """Acts for every env in the batch and returns each request's actions (or the
+        PolicyOutputError that refuses it)."""
         if len(requests) == 1:
             env_ids, step = requests[0].env_ids, requests[0].step
         else:
@@ -59,6 +69,16 @@ class InferenceEngine:
         actions = actions.numpy()
         extras = {k: v.numpy() for k, v in extras.items()}
         new_state = {k: v.numpy() for k, v in new_state.items()}
+        sizes = [len(r) for r in requests]
+        refused = self._refused_requests(actions, extras, new_state, sizes)
+        if refused.any():
+            keep = np.repeat(~refused, sizes)
+            self.metrics.add_refused(int((~keep).sum()))
+            env_ids, actions = env_ids[keep], actions[keep]
+            step = StepBatch(*(getattr(step, f)[keep] for f in StepBatch.__dataclass_fields__))
+            extras, pre_state, new_state = ({k: v[keep] for k, v in d.items()} for d in (extras, pre_state, new_state))
+            if not len(env_ids):
+                return [PolicyOutputError(REFUSAL)] * len(requests)
         unrolls, returns, lengths, evaluation = self.slots.record(
             env_ids, step, actions, extras, pre_state, new_state
         )
@@ -66,4 +86,19 @@ class InferenceEngine:
         self.metrics.add_inference(len(env_ids) - evaluating, evaluating, returns, lengths, evaluation)
         if unrolls is not None:
             self.unrolls.put(unrolls)
-        return np.split(actions, np.cumsum([len(r) for r in requests[:-1]]))
+        served = iter(np.split(actions, np.cumsum([n for n, bad in zip(sizes, refused, strict=True) if not bad])[:-1]))
+        return [PolicyOutputError(REFUSAL) if bad else next(served) for bad in refused]
+
+    def _refused_requests(self, actions: np.ndarray, extras: dict[str, np.ndarray], new_state: dict[str, np.ndarray],
+                          sizes: list[int]) -> np.ndarray:
+        """Per request: does any of its envs have an action out of range or a non-finite output?"""
+        bad = (actions < 0) | (actions >= self.agent.num_actions)
+        for value in (*extras.values(), *new_state.values()):
+            if np.issubdtype(value.dtype, np.floating):
+                bad |= ~np.isfinite(value.reshape(len(value), -1)).all(axis=1)
+        if not bad.any():
+            return np.zeros(len(sizes), bool)
+        return np.logical_or.reduceat(bad, np.cumsum([0, *sizes[:-1]]))
+
+
+REFUSAL = "observations drove the policy to a non-finite output or an action out of range"

@@ -22,6 +22,7 @@ class Metrics:
         self._lock = threading.Lock()
         self.env_steps = 0  # training envs' steps: the frame budget and every curve count these
         self.eval_env_steps = 0  # evaluation envs' steps, apart (published curves count training frames)
+        self.refused_steps = 0  # env steps refused: their observations drove the policy to a bad output
         self.episodes = 0
         self.learner_steps = 0
         self._returns: deque[float] = deque(maxlen=window)
@@ -76,6 +77,10 @@ class Metrics:
                 self._new_returns.extend(returns.tolist())
                 self._new_lengths.extend(lengths.tolist())
 
+    def add_refused(self, env_steps: int) -> None:
+        with self._lock:
+            self.refused_steps += env_steps
+
     def add_learner_step(self, losses: dict[str, float]) -> None:
         with self._lock:
             self.learner_steps += 1
@@ -109,6 +114,7 @@ class Metrics:
                 "env_steps": self.env_steps,
                 "frames": self.env_steps * self.frame_skip,
                 "eval_env_steps": self.eval_env_steps,
+                "refused_steps": self.refused_steps,
                 "wall_s": round(wall, 2),
                 "episodes": self.episodes,
                 "mean_return_last_100": None if math.isnan(mean_return) else round(mean_return, 2),

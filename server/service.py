@@ -18,7 +18,7 @@ from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from seedfleet.wire import PROTOCOL_VERSION, EnvSpec, WireError, decode_steps, encode_actions
 from server.batcher import DynamicBatcher
-from server.inference import InferenceEngine, StepRequest
+from server.inference import InferenceEngine, PolicyOutputError, StepRequest
 
 log = logging.getLogger("seedfleet.learner")
 
@@ -112,6 +112,9 @@ class LearnerService(pb_grpc.LearnerServicer):
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
                 try:
                     actions = await self.batcher.submit(StepRequest(env_ids, step))
+                except PolicyOutputError as error:  # this stream's observations: only it is closed
+                    log.warning("closing %s: %s", peer, error)
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"observations: {error}")
                 except Exception as error:  # noqa: BLE001 - the learner stops on it; tell the actor
                     await context.abort(grpc.StatusCode.INTERNAL, f"inference failed: {error}")
                 yield encode_actions(actions)

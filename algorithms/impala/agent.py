@@ -32,6 +32,7 @@ class ImpalaAgent(tf.Module):
             self.net.trainable_variables,
         )
         self.layout = SequenceLayout(config.unroll_length, overlap=1)
+        self.num_actions = env.num_actions
         self.batch_size = config.batch_size
         # Per-step outputs of `act` that unrolls keep beside the action.
         self.extras_spec = {"logits": ((env.num_actions,), np.dtype(np.float32))}
