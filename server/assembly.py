@@ -210,16 +210,12 @@ class Learner:
         self.trainer.start()
         log.info("listening on %s, logdir %s", self.address, self.logdir)
 
-    def failure(self) -> RuntimeError | None:
-        """The trainer's or the inference thread's failure, if either failed."""
+    def failure(self) -> tuple[str, BaseException] | None:
+        """(stop reason, error) of the trainer's or the inference thread's failure, if either failed."""
         if self.trainer.error is not None:
-            error = RuntimeError("the trainer thread failed")
-            error.__cause__ = self.trainer.error
-            return error
+            return "trainer_failed", self.trainer.error
         if self.batcher.error is not None:
-            error = RuntimeError("inference failed")
-            error.__cause__ = self.batcher.error
-            return error
+            return "inference_failed", self.batcher.error
         return None
 
     async def stop(self, last_checkpoint: bool) -> None:

@@ -2,7 +2,9 @@
 
 The supervisor prints progress, saves checkpoints on their interval, and stops the run
 on the frame budget, the target return, a signal, a caller's stop reason, or a failed
-thread, after which every part is stopped and summary.json written.
+thread, after which every part is stopped and summary.json written. A run the learner
+itself failed keeps its last good checkpoint: none is written from variables a failure
+may have left half updated.
 """
 
 from __future__ import annotations
@@ -22,11 +24,14 @@ from server.metrics import Metrics, write_summary
 
 log = logging.getLogger("seedfleet.learner")
 
+# Stops after which no checkpoint is written: the variables may be half updated.
+LEARNER_FAILURES = ("trainer_failed", "inference_failed", "supervisor_failed")
+
 
 async def supervise(learner: Learner, stop: asyncio.Event,
                     stop_when: Callable[[Metrics], str | None] | None = None) -> str:
-    """Runs the periodic tasks until a stop condition holds; returns its reason. A failed
-    trainer or inference thread raises."""
+    """Runs the periodic tasks until a stop condition holds; returns its reason
+    ("trainer_failed" or "inference_failed" when a thread failed, logged with its traceback)."""
     config, metrics = learner.config, learner.metrics
     last_report = last_checkpoint = time.monotonic()
     while not stop.is_set():
@@ -36,7 +41,9 @@ async def supervise(learner: Learner, stop: asyncio.Event,
         except TimeoutError:
             pass
         if (failure := learner.failure()) is not None:
-            raise failure
+            reason, error = failure
+            log.error("stopping: %s", reason.replace("_", " "), exc_info=error)
+            return reason
         if time.monotonic() - last_report >= config.progress_interval_s:
             last_report = time.monotonic()
             print(learner.reporter.report(), flush=True)
@@ -71,20 +78,19 @@ async def serve(
     await learner.start()
     if on_ready is not None:
         on_ready(learner.address)
-    reason, snapshot = "signal", None
+    reason = "supervisor_failed"  # unless supervise returns: a failure of its own still gets a summary
     try:
         reason = await supervise(learner, stop, stop_when)
-        snapshot = learner.metrics.summary()  # as of the stop, before the teardown's last steps
     finally:
+        snapshot = learner.metrics.summary()  # as of the stop, before the teardown's last steps
         # The signal handlers stay until the summary is written: a second SIGTERM (timeout(1)
         # signals the process and then its group) must not kill the teardown half way.
-        await learner.stop(last_checkpoint=snapshot is not None)
-    summary = {"env": config.env, "algo": config.algo, **(snapshot or learner.metrics.summary()),
-               "stop_reason": reason}
-    write_summary(learner.logdir / "summary.json", **summary)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.remove_signal_handler(sig)
-    log.info("stopped (%s); summary in %s", reason, learner.logdir / "summary.json")
+        await learner.stop(last_checkpoint=reason not in LEARNER_FAILURES)
+        summary = {"env": config.env, "algo": config.algo, **snapshot, "stop_reason": reason}
+        write_summary(learner.logdir / "summary.json", **summary)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        log.info("stopped (%s); summary in %s", reason, learner.logdir / "summary.json")
     return summary
 
 
