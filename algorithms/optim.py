@@ -41,14 +41,18 @@ def build(optimizer: keras.optimizers.Optimizer, variables: list[tf.Variable]) -
 
 
 def apply_clipped(optimizer: keras.optimizers.Optimizer, grads: list[tf.Tensor], variables: list[tf.Variable],
-                  max_grad_norm: float | None = None) -> tf.Tensor:
-    """One update with the gradients clipped to `max_grad_norm` in global norm; returns
-    their norm before clipping."""
+                  max_grad_norm: float | None = None) -> tuple[tf.Tensor, tf.Tensor]:
+    """One update with the gradients clipped to `max_grad_norm` in global norm, made only
+    if they are finite (a NaN or Inf loss leaves the variables, the optimizer's state and
+    its step count as they were). Returns (their norm before clipping, whether applied)."""
     norm = tf.linalg.global_norm(grads)
-    if max_grad_norm:
-        grads, _ = tf.clip_by_global_norm(grads, max_grad_norm, use_norm=norm)
-    optimizer.apply_gradients(zip(grads, variables, strict=True))
-    return norm
+
+    def update() -> tf.Tensor:
+        clipped = tf.clip_by_global_norm(grads, max_grad_norm, use_norm=norm)[0] if max_grad_norm else grads
+        optimizer.apply_gradients(zip(clipped, variables, strict=True))
+        return tf.constant(True)
+
+    return norm, tf.cond(tf.math.is_finite(norm), update, lambda: tf.constant(False))
 
 
 def current_learning_rate(optimizer: keras.optimizers.Optimizer) -> tf.Tensor:

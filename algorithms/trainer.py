@@ -5,10 +5,15 @@ the same variables, holds `lock` while they change (a checkpoint waits for it), 
 keeps its failure in `error` for the learner's main loop. On-policy agents (IMPALA)
 train on each batch of unrolls once, as it comes; R2D2's trainer (r2d2/trainer.py)
 puts them into replay first.
+
+A learner step whose gradient is not finite changes nothing (optim.apply_clipped); the
+trainer counts and warns of it, and stops with NonFiniteTraining after
+MAX_NONFINITE_IN_A_ROW of them in a row, before any checkpoint holds a diverged run.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Protocol
 
@@ -17,6 +22,14 @@ import tensorflow as tf
 
 from algorithms.agent import Agent, Unroll
 from seedfleet.threads import name_this_thread
+
+log = logging.getLogger("seedfleet.learner")
+
+MAX_NONFINITE_IN_A_ROW = 20
+
+
+class NonFiniteTraining(RuntimeError):
+    """Learner steps kept giving a non-finite loss or gradient: the run has diverged."""
 
 
 class UnrollSource(Protocol):
@@ -40,6 +53,21 @@ class TrainerThread(threading.Thread):
         self.stopping = threading.Event()
         self.error: BaseException | None = None
         self.lock = threading.Lock()  # held while the variables change (checkpoints wait)
+        self.nonfinite_in_a_row = 0
+
+    def record_step(self, out: dict) -> None:
+        """Reports one learner step's metrics; counts and warns of a step skipped for a
+        non-finite gradient, and raises NonFiniteTraining after too many in a row."""
+        losses = {k: float(v) for k, v in out.items()}
+        if losses.get("skipped_steps", 0.0):
+            self.nonfinite_in_a_row += 1
+            log.warning("learner step skipped: non-finite loss or gradient (%d in a row)", self.nonfinite_in_a_row)
+            if self.nonfinite_in_a_row >= MAX_NONFINITE_IN_A_ROW:
+                raise NonFiniteTraining(f"{self.nonfinite_in_a_row} learner steps in a row had a non-finite loss or "
+                                        "gradient; training stopped, the last checkpoint is the last good one")
+        else:
+            self.nonfinite_in_a_row = 0
+        self.metrics.add_learner_step(losses)
 
     def replay_arrays(self) -> dict[str, np.ndarray] | None:
         """What a checkpoint keeps beside the variables (call with `lock` held): None here."""
@@ -71,6 +99,6 @@ class OnPolicyTrainer(TrainerThread):
                     continue
                 with self.lock, tf.device(self.device):
                     out = self.agent.learn(batch)
-                self.metrics.add_learner_step({k: float(v) for k, v in out.items()})
+                self.record_step(out)
         except BaseException as error:  # noqa: BLE001 - reported by the main loop
             self.error = error

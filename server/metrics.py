@@ -23,6 +23,7 @@ class Metrics:
         self.env_steps = 0  # training envs' steps: the frame budget and every curve count these
         self.eval_env_steps = 0  # evaluation envs' steps, apart (published curves count training frames)
         self.refused_steps = 0  # env steps refused: their observations drove the policy to a bad output
+        self.skipped_learner_steps = 0  # gradient steps left out: their loss or gradient was not finite
         self.episodes = 0
         self.learner_steps = 0
         self._returns: deque[float] = deque(maxlen=window)
@@ -84,6 +85,7 @@ class Metrics:
     def add_learner_step(self, losses: dict[str, float]) -> None:
         with self._lock:
             self.learner_steps += 1
+            self.skipped_learner_steps += int(losses.get("skipped_steps", 0))
             self._losses = losses
 
     @property
@@ -115,6 +117,7 @@ class Metrics:
                 "frames": self.env_steps * self.frame_skip,
                 "eval_env_steps": self.eval_env_steps,
                 "refused_steps": self.refused_steps,
+                "skipped_learner_steps": self.skipped_learner_steps,
                 "wall_s": round(wall, 2),
                 "episodes": self.episodes,
                 "mean_return_last_100": None if math.isnan(mean_return) else round(mean_return, 2),

@@ -4,10 +4,11 @@ actor, the slots or the trainer."""
 
 import numpy as np
 
-from algorithms.agent import AgentContext
+from algorithms.agent import AgentContext, Unroll
 from algorithms.impala.agent import ImpalaAgent
 from algorithms.impala.config import ImpalaConfig
 from algorithms.networks import NetworkConfig
+from algorithms.trainer import MAX_NONFINITE_IN_A_ROW, NonFiniteTraining, OnPolicyTrainer
 from seedfleet.envs import StepBatch
 from server.env_slots import EnvSlots
 from server.inference import InferenceEngine, PolicyOutputError, StepRequest
@@ -49,3 +50,41 @@ def test_a_poisoned_request_is_refused_and_the_rest_of_its_batch_served():
     assert batch is not None and np.isfinite(batch.extras["logits"]).all()
     only_poison = engine.process([poisoned])
     assert len(only_poison) == 1 and isinstance(only_poison[0], PolicyOutputError)
+
+
+def test_a_non_finite_loss_leaves_the_variables_and_the_optimizer_as_they_were():
+    agent = ImpalaAgent(ImpalaConfig(unroll_length=2, batch_size=2, reward_clip=0.0), NetworkConfig(jit_compile=False),
+                        AgentContext((4,), np.dtype(np.float32), 2, seed=0))
+    rng = np.random.default_rng(0)
+    rows = (2, 3)
+    batch = Unroll(observation=rng.normal(size=(*rows, 4)).astype(np.float32), first=np.zeros(rows, bool),
+                   reward=np.full(rows, np.nan, np.float32), terminated=np.zeros(rows, bool),
+                   truncated=np.zeros(rows, bool), life_lost=np.zeros(rows, bool),
+                   action=np.zeros(rows, np.int32), extras={"logits": np.zeros((*rows, 2), np.float32)}, state={})
+    before = [v.numpy().copy() for v in agent.net.trainable_variables]
+    out = agent.learn(batch)
+    assert float(out["skipped_steps"]) == 1.0 and int(agent.optimizer.iterations) == 0
+    for old, new in zip(before, agent.net.trainable_variables, strict=True):
+        np.testing.assert_array_equal(old, new.numpy())
+    out = agent.learn(batch._replace(reward=np.zeros(rows, np.float32)))
+    assert float(out["skipped_steps"]) == 0.0 and int(agent.optimizer.iterations) == 1
+
+
+def test_training_stops_after_too_many_non_finite_steps_in_a_row():
+    class Diverged:
+        batch_size = 1
+
+        def learn(self, batch):
+            return {"loss": np.nan, "skipped_steps": 1.0}
+
+    queue, metrics = UnrollQueue(64, 1), Metrics(frame_skip=1)
+    trainer = OnPolicyTrainer(Diverged(), queue, metrics, "/CPU:0")
+    rows = np.zeros((1, 2), np.int32)
+    one = Unroll(observation=rows, first=rows == 1, reward=rows * 1.0, terminated=rows == 1, truncated=rows == 1,
+                 life_lost=rows == 1, action=rows, extras={}, state={})
+    for _ in range(MAX_NONFINITE_IN_A_ROW + 5):
+        queue.put(one)
+    trainer.start()
+    trainer.join(timeout=30)
+    assert isinstance(trainer.error, NonFiniteTraining)
+    assert metrics.skipped_learner_steps == MAX_NONFINITE_IN_A_ROW - 1  # the last one stops training instead

@@ -69,16 +69,20 @@ class ImpalaAgent(tf.Module):
         """`epochs` gradient steps on a batch of unrolls given batch-major ([B, T+1, ...]).
 
         The metrics are the first step's (the policy as it acted, rho against the actors'
-        lag alone), with the last step's mean rho beside them when there are several."""
+        lag alone), with the last step's mean rho beside them when there are several, and
+        "skipped_steps": the gradient steps left out for a non-finite gradient."""
         batch = time_major(batch)
         variables = self.net.trainable_variables
+        skipped = tf.constant(0.0)
         for epoch in range(self.config.epochs):
             with tf.GradientTape() as tape:
                 loss, step_metrics = impala_loss(self.net, self.config, batch)
             grads = tape.gradient(loss, variables)
-            grad_norm = optim.apply_clipped(self.optimizer, grads, variables, self.config.max_grad_norm)
+            grad_norm, applied = optim.apply_clipped(self.optimizer, grads, variables, self.config.max_grad_norm)
+            skipped += 1.0 - tf.cast(applied, tf.float32)
             if epoch == 0:
                 metrics = {**step_metrics, "grad_norm": grad_norm}
+        metrics["skipped_steps"] = skipped
         if self.config.epochs > 1:
             metrics["policy/last_epoch_mean_rho"] = step_metrics["policy/mean_rho"]
         metrics["learning_rate"] = optim.current_learning_rate(self.optimizer)

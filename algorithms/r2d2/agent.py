@@ -106,15 +106,17 @@ class R2D2Agent(tf.Module):
 
     def _learn(self, batch: Unroll, weights=None) -> dict:
         """One step on sampled sequences (batch-major) with their importance weights (none:
-        all 1); returns metrics and "priorities"."""
+        all 1); returns metrics, "priorities" and "skipped_steps" (1 if a non-finite
+        gradient left the variables as they were: the priorities are then not to be used)."""
         batch = time_major(batch)
         if weights is None:
             weights = tf.ones([self.batch_size])
         with tf.GradientTape() as tape:
             loss, priorities, metrics = r2d2_loss(self.online, self.target, self.config, batch, weights)
         grads = tape.gradient(loss, self.online.trainable_variables)
-        metrics["grad_norm"] = optim.apply_clipped(self.optimizer, grads, self.online.trainable_variables,
-                                                   self.config.max_grad_norm)
+        metrics["grad_norm"], applied = optim.apply_clipped(self.optimizer, grads, self.online.trainable_variables,
+                                                            self.config.max_grad_norm)
+        metrics["skipped_steps"] = 1.0 - tf.cast(applied, tf.float32)
         self.steps.assign_add(1)
         if self.steps % self.config.target_update_period == 0:
             self._copy_target()

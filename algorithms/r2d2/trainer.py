@@ -127,11 +127,12 @@ class ReplayTrainer(TrainerThread):
                     indices, weights, items = self.replay.sample(self.agent.batch_size)
                     with tf.device(self.device):
                         out = self.agent.learn(Unroll(**items), weights)
-                    self.replay.update_priorities(indices, out.pop("priorities").numpy())
+                    priorities = out.pop("priorities")
+                    if not float(out.get("skipped_steps", 0.0)):  # a skipped step's priorities are not finite
+                        self.replay.update_priorities(indices, priorities.numpy())
                     self.trained += self.agent.batch_size
-                losses = {k: float(v) for k, v in out.items()}
-                losses["replay/size"] = float(len(self.replay))
-                losses["replay/bytes_per_step"] = self.replay.bytes_per_step(self.config.unroll_length)
-                self.metrics.add_learner_step(losses)
+                out["replay/size"] = float(len(self.replay))
+                out["replay/bytes_per_step"] = self.replay.bytes_per_step(self.config.unroll_length)
+                self.record_step(out)
         except BaseException as error:  # noqa: BLE001 - reported by the main loop
             self.error = error
