@@ -11,6 +11,8 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import tensorflow as tf
 
+from seedfleet.errors import UsageError
+
 Array = Any  # a NumPy array or a tf.Tensor
 
 
@@ -43,7 +45,7 @@ class SequenceLayout:
 
     def __post_init__(self) -> None:
         if not 1 <= self.overlap <= self.length:
-            raise ValueError(f"overlap must be in 1..{self.length}, got {self.overlap}")
+            raise UsageError(f"overlap must be in 1..{self.length}, got {self.overlap}")
 
     @property
     def rows(self) -> int:

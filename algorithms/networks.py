@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
+from seedfleet.errors import UsageError
+
 State = dict[str, tf.Tensor]
 UINT8 = np.dtype(np.uint8)  # frames travel as bytes
 
@@ -106,7 +108,7 @@ class ConvTorso(tf.Module):
         self.convs = []
         for c_out, k, s in convs:
             if min(h, w) < k:
-                raise ValueError(f"images of {image_shape[:2]} are too small for the {kind} torso")
+                raise UsageError(f"images of {image_shape[:2]} are too small for the {kind} torso")
             self.convs.append(Conv2D(c, c_out, k, s, rng))
             h, w, c = (h - k) // s + 1, (w - k) // s + 1, c_out
         self.fc = Linear(h * w * c, hidden, np.sqrt(2), rng)
@@ -198,19 +200,19 @@ class RecurrentTorso(tf.Module):
             kind = "mlp" if not is_image(obs_shape) else "nature" if min(obs_shape[:2]) >= 36 else "minatar"
         if kind == "mlp":
             if len(obs_shape) != 1:
-                raise ValueError(f"the mlp torso takes vector observations, got shape {obs_shape}")
+                raise UsageError(f"the mlp torso takes vector observations, got shape {obs_shape}")
             if self.frame_stack != 1:
-                raise ValueError("frame stacking is for image observations")
+                raise UsageError("frame stacking is for image observations")
             self.torso = MLPTorso(obs_shape[0], tuple(config.mlp_sizes), rng)
         elif kind in ConvTorso.SPECS:
             if not is_image(obs_shape):
-                raise ValueError(f"the {kind} torso takes [H, W] or [H, W, C] images, got shape {obs_shape}")
+                raise UsageError(f"the {kind} torso takes [H, W] or [H, W, C] images, got shape {obs_shape}")
             dtype = config.compute_dtype if config.compute_dtype != "auto" else "float32"
             channels = self.frame_stack * (obs_shape[2] if len(obs_shape) == 3 else 1)
             scale = 1.0 / 255 if self.obs_dtype == UINT8 else 1.0
             self.torso = ConvTorso(kind, (*obs_shape[:2], channels), rng, tf.as_dtype(dtype), scale)
         else:
-            raise ValueError(f"unknown torso {config.torso!r}")
+            raise UsageError(f"unknown torso {config.torso!r}")
         self.kind = kind
         core_in = self.torso.out_size + extra_size
         self.core = LSTMCore(core_in, config.lstm_size, rng) if config.lstm_size else None

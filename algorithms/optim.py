@@ -13,6 +13,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from seedfleet.errors import UsageError
+
 OPTIMIZERS = ("adam", "rmsprop")
 
 
@@ -31,7 +33,7 @@ def make_optimizer(kind: str, learning_rate: float, epsilon: float, decay_steps:
         return keras.optimizers.Adam(rate, epsilon=epsilon)
     if kind == "rmsprop":
         return keras.optimizers.RMSprop(rate, rho=rmsprop_decay, epsilon=epsilon)
-    raise ValueError(f"unknown optimizer {kind!r}; choose from {', '.join(OPTIMIZERS)}")
+    raise UsageError(f"unknown optimizer {kind!r}; choose from {', '.join(OPTIMIZERS)}")
 
 
 def build(optimizer: keras.optimizers.Optimizer, variables: list[tf.Variable]) -> keras.optimizers.Optimizer:

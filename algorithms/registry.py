@@ -19,6 +19,7 @@ from algorithms.r2d2 import builder as r2d2
 from algorithms.r2d2.config import R2D2Config
 from algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
 from seedfleet.envs import atari_settings
+from seedfleet.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ AlgoConfig = ImpalaConfig | R2D2Config
 
 def algorithm(name: str) -> Algorithm:
     if name not in ALGORITHMS:
-        raise ValueError(f"unknown algo {name!r}; choose from {', '.join(ALGORITHMS)}")
+        raise UsageError(f"unknown algo {name!r}; choose from {', '.join(ALGORITHMS)}")
     return ALGORITHMS[name]
 
 

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 
 from deploy.flags import ENV_HELP, add_flags, env_setting, from_flags
+from seedfleet.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ def _algorithm(algo: str):
     from algorithms.registry import ALGORITHMS
 
     if algo not in ALGORITHMS:
-        raise SystemExit(f"seedfleet: unknown --algo {algo!r}; choose from {', '.join(ALGORITHMS)}")
+        print(f"seedfleet: error: unknown --algo {algo!r}; choose from {', '.join(ALGORITHMS)}", file=sys.stderr)
+        raise SystemExit(2)
     return ALGORITHMS[algo]
 
 
@@ -100,10 +102,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     command, rest = argv[0], argv[1:]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
-    algo, env = _algo_and_env(rest)
-    args = build_parser(command, algo, env).parse_args(rest)
-    configs = [from_flags(cls, args) for cls in _classes(command, algo)]
-    return getattr(importlib.import_module(COMMANDS[command].module), COMMANDS[command].entry)(*configs)
+    try:
+        algo, env = _algo_and_env(rest)
+        args = build_parser(command, algo, env).parse_args(rest)
+        configs = [from_flags(cls, args) for cls in _classes(command, algo)]
+        return getattr(importlib.import_module(COMMANDS[command].module), COMMANDS[command].entry)(*configs)
+    except UsageError as error:
+        print(f"seedfleet {command}: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

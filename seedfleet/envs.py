@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from seedfleet import extra_envs
+from seedfleet.errors import UsageError
 
 gym.register_envs(ale_py)
 extra_envs.register()
@@ -39,9 +40,17 @@ class AtariSettings:
     noop_max: int = 30
 
 
+def env_spec(env_id: str) -> gym.envs.registration.EnvSpec:
+    """gymnasium's registration of `env_id`; UsageError if there is none."""
+    try:
+        return gym.spec(env_id)
+    except gym.error.Error as error:  # NameNotFound, VersionNotFound, DeprecatedEnv, ...
+        raise UsageError(f"env id {env_id!r}: {error}") from None
+
+
 def atari_settings(env_id: str) -> AtariSettings | None:
     """The preprocessing for an ALE id such as "ALE/Pong-v5", or None for other ids."""
-    spec = gym.spec(env_id)
+    spec = env_spec(env_id)
     if "ale_py" not in str(spec.entry_point):
         return None
     kwargs = spec.kwargs
@@ -83,9 +92,9 @@ class EnvBatch:
     def __init__(self, env_id: str, num_envs: int, atari: AtariSettings | None, num_threads: int = 0,
                  groups: int = 1, render_mode: str | None = None):
         if groups < 1 or num_envs % groups:
-            raise ValueError(f"{num_envs} envs do not split into {groups} equal groups")
+            raise UsageError(f"{num_envs} envs do not split into {groups} equal groups")
         if groups > 1 and atari is None:
-            raise ValueError("env groups need the Atari vector env; other envs step in lockstep")
+            raise UsageError("env groups need the Atari vector env; other envs step in lockstep")
         self.num_envs = num_envs
         self.group_size = num_envs // groups
         self.ready = np.arange(self.group_size)
@@ -109,11 +118,13 @@ class EnvBatch:
             )
             self.observation_shape = (atari.image_size, atari.image_size)
         else:
+            env_spec(env_id)  # an unknown id is a UsageError
             self.env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", render_mode=render_mode)
             self.observation_shape = tuple(self.env.single_observation_space.shape)
         space = self.env.single_action_space
         if not isinstance(space, gym.spaces.Discrete):
-            raise ValueError(f"{env_id}: seedfleet needs discrete actions, got {space}")
+            self.env.close()
+            raise UsageError(f"{env_id}: seedfleet needs discrete actions, got {space}")
         self.num_actions = int(space.n)
         self.observation_dtype = np.dtype(self.env.single_observation_space.dtype)
         self._done = np.zeros(num_envs, bool)

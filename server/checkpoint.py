@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from algorithms.agent import Agent
 from algorithms.trainer import TrainerThread
+from seedfleet.errors import UsageError
 from server.metrics import Metrics
 
 log = logging.getLogger("seedfleet.checkpoint")
@@ -65,7 +66,7 @@ class CheckpointStore:
 
     def __init__(self, directory: Path, keep: int = 3):
         if keep < 1:
-            raise ValueError("keep at least one checkpoint")
+            raise UsageError("--keep-checkpoints: keep at least one checkpoint")
         self.directory = Path(directory)
         self.keep = keep
 

@@ -24,6 +24,7 @@ from algorithms.agent import Agent
 from algorithms.networks import NetworkConfig
 from algorithms.registry import algorithm
 from seedfleet.envs import EnvBatch, atari_settings
+from seedfleet.errors import UsageError
 from seedfleet.v1 import actor_learner_pb2 as pb
 from server.assembly import LearnerConfig, compute_device, env_config_for, make_agent
 from server.checkpoint import newest_checkpoint
@@ -136,7 +137,7 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
     elif path.suffix == ".mp4":
         imageio.mimsave(path, frames, fps=fps, macro_block_size=1)
     else:
-        raise ValueError(f"--video must end in .gif or .mp4, got {path.name}")
+        raise UsageError(f"--video must end in .gif or .mp4, got {path.name}")
 
 
 def main(config: EvalConfig) -> int:

@@ -2,6 +2,8 @@
 
 import math
 import re
+import subprocess
+import sys
 
 import pytest
 from conftest import ROOT
@@ -147,3 +149,18 @@ def test_launched_actors_take_their_settings_from_the_launcher_alone(monkeypatch
     env = launched_env()
     assert not [name for name in env if name.startswith("SEEDFLEET_") and name != PARENT_PID_ENV]
     assert env[PARENT_PID_ENV] == str(os.getpid()) and env["PATH"] == os.environ["PATH"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["learner", "--env", "NoSuchGame-v9"], "env id 'NoSuchGame-v9'"),
+    (["learner", "--env", "Pendulum-v1"], "needs discrete actions"),
+    (["learner", "--epochs", "0"], "epochs must be at least 1"),
+    (["learner", "--algo", "ppo"], "unknown --algo 'ppo'"),
+])
+def test_user_errors_get_one_line_and_exit_code_2(args, message):
+    out = subprocess.run([sys.executable, "-m", "deploy.cli", *args, "--address", "127.0.0.1:0"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr, out.stderr[-2000:]
+    errors = [line for line in out.stderr.splitlines() if line.startswith("seedfleet")]
+    assert len(errors) == 1 and message in errors[0], out.stderr[-2000:]

@@ -14,6 +14,7 @@ from algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature
 from algorithms.impala.config import ImpalaConfig
 from algorithms.impala.loss import impala_loss
 from algorithms.networks import NetworkConfig, PolicyValueNet
+from seedfleet.errors import UsageError
 
 
 class ImpalaAgent(tf.Module):
@@ -23,7 +24,7 @@ class ImpalaAgent(tf.Module):
         """`decay_steps`: learner steps over which the learning rate falls to 0 (0: constant)."""
         super().__init__()
         if config.epochs < 1:
-            raise ValueError(f"epochs must be at least 1, got {config.epochs}")
+            raise UsageError(f"epochs must be at least 1, got {config.epochs}")
         self.config = config
         self.net = PolicyValueNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
         self.optimizer = optim.build(

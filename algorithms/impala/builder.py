@@ -7,6 +7,7 @@ from algorithms.impala.agent import ImpalaAgent
 from algorithms.impala.config import ATARI_DEFAULTS, ImpalaConfig
 from algorithms.networks import NetworkConfig
 from algorithms.trainer import LearnerStepRecorder, OnPolicyTrainer, UnrollSource
+from seedfleet.errors import UsageError
 
 ATARI_MAX_FRAMES = 20_000_000  # the budget where the Atari preset's learning rate reaches 0
 ATARI_ENVS_PER_ACTOR = 32  # `seedfleet run` on Atari: 2 actors x 32 envs keep the learner busy
@@ -24,7 +25,7 @@ def make_agent(config: ImpalaConfig, network: NetworkConfig, context: AgentConte
     decay_steps = 0
     if config.learning_rate_decay:
         if not context.max_frames:
-            raise ValueError("--learning-rate-decay falls to 0 at --max-frames: set --max-frames")
+            raise UsageError("--learning-rate-decay falls to 0 at --max-frames: set --max-frames")
         decay_steps = context.max_frames // (context.frame_skip * config.batch_size * config.unroll_length)
     return ImpalaAgent(config, network, context, decay_steps=decay_steps)
 
