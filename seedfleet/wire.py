@@ -9,6 +9,7 @@ Arrays travel as little-endian bytes; decoding is `np.frombuffer`, no per-env lo
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,8 +100,10 @@ def decode_steps(
     id_range: tuple[int, int],
     obs_shape: tuple[int, ...],
     obs_dtype: np.dtype,
+    max_abs_reward: float = math.inf,
 ) -> tuple[np.ndarray, StepBatch]:
-    """Checks and decodes one Steps message from an actor owning env ids [lo, hi).
+    """Checks and decodes one Steps message from an actor owning env ids [lo, hi), with
+    rewards at most `max_abs_reward` in magnitude.
 
     Returns (env_ids int32 [K], StepBatch); raises WireError on any violation.
     """
@@ -128,6 +131,8 @@ def decode_steps(
     rewards = np.frombuffer(steps.rewards, "<f4")
     if not np.isfinite(rewards).all():
         raise WireError("rewards must be finite (got NaN or inf)")
+    if np.abs(rewards).max() > max_abs_reward:
+        raise WireError(f"rewards: {np.abs(rewards).max():.3g} exceeds --max-abs-reward {max_abs_reward:g}")
     observations = np.frombuffer(steps.observations, dtype).reshape(n, *obs_shape)
     if observations.dtype.kind == "f" and not np.isfinite(observations).all():
         raise WireError("observations must be finite (got NaN or inf)")

@@ -58,6 +58,7 @@ class LearnerConfig:
     max_frames: int = 0  # stop after this many env frames (0: no limit)
     target_return: float = math.nan  # stop once the mean return over 100 episodes reaches it
     max_envs: int = 1024  # env slots on the learner, over all actors
+    max_abs_reward: float = 1e9  # a stream sending a larger reward is closed (INVALID_ARGUMENT)
     inference_batch_size: int = 256  # flush a batch once this many envs wait
     inference_timeout_ms: float = 4.0  # ... or once the oldest request waited this long
     queue_unrolls: int = 0  # unrolls buffered for the trainer (0: two training batches)
@@ -186,7 +187,7 @@ class Learner:
         with spawned_threads_named("grpc"):  # gRPC's poller
             server = grpc.aio.server(options=CHANNEL_OPTIONS)
         pb_grpc.add_LearnerServicer_to_server(
-            LearnerService(env_config, engine, batcher, executor, config.max_envs), server)
+            LearnerService(env_config, engine, batcher, executor, config.max_envs, config.max_abs_reward), server)
         health = await add_health(server)  # grpc.health.v1: SERVING from start to stop
         port = server.add_insecure_port(config.address)
         address = config.address if config.address.startswith("unix:") else f"localhost:{port}"

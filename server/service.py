@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from concurrent.futures import Executor
 
 import grpc
@@ -55,6 +56,7 @@ class LearnerService(pb_grpc.LearnerServicer):
         batcher: DynamicBatcher,
         inference_executor: Executor,
         capacity: int,
+        max_abs_reward: float = math.inf,
     ):
         self.env_config = env_config
         self.spec = EnvSpec.from_proto(env_config)
@@ -62,6 +64,7 @@ class LearnerService(pb_grpc.LearnerServicer):
         self.batcher = batcher
         self.executor = inference_executor
         self.slots = SlotAllocator(capacity)
+        self.max_abs_reward = max_abs_reward
 
     async def Act(self, request_iterator, context: grpc.aio.ServicerContext):
         messages = aiter(request_iterator)
@@ -106,7 +109,8 @@ class LearnerService(pb_grpc.LearnerServicer):
                 if message.WhichOneof("kind") != "steps":
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected a steps message")
                 try:
-                    env_ids, step = decode_steps(message.steps, id_range, self.spec.obs_shape, self.spec.obs_dtype)
+                    env_ids, step = decode_steps(message.steps, id_range, self.spec.obs_shape, self.spec.obs_dtype,
+                                                 self.max_abs_reward)
                 except WireError as error:
                     log.warning("closing %s: %s", peer, error)
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))

@@ -70,6 +70,16 @@ def test_float_observations_must_be_finite():
         decode_steps(msg.steps, (0, 1), (2,), np.dtype(np.float32))
 
 
+def test_rewards_beyond_the_limit_are_refused():
+    batch = StepBatch(np.zeros((2, 2), np.float32), np.array([1.0, -3e38], np.float32),
+                      np.zeros(2, bool), np.zeros(2, bool), np.zeros(2, bool))
+    msg = encode_steps(np.array([0, 1]), batch)
+    with pytest.raises(WireError, match="exceeds --max-abs-reward 1e\\+06"):
+        decode_steps(msg.steps, (0, 2), (2,), np.dtype(np.float32), max_abs_reward=1e6)
+    _, ok = decode_steps(msg.steps, (0, 2), (2,), np.dtype(np.float32))  # no limit given: any finite reward
+    assert ok.rewards[1] == np.float32(-3e38)
+
+
 def test_atari_settings_survive_the_wire():
     from seedfleet.envs import atari_settings
     from seedfleet.v1 import actor_learner_pb2 as pb
