@@ -34,7 +34,6 @@ from algorithms.trainer import OnPolicyTrainer, TrainerThread
 from seedfleet.envs import EnvBatch, atari_settings
 from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
-from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from seedfleet.wire import CHANNEL_OPTIONS, EnvSpec, atari_to_proto
 from server.batcher import DynamicBatcher
 from server.checkpoint import CheckpointStore, LearnerCheckpoints
@@ -42,7 +41,7 @@ from server.env_slots import EnvSlots
 from server.health import LearnerHealth, add_health
 from server.inference import InferenceEngine
 from server.metrics import Metrics, Reporter
-from server.service import LearnerService
+from server.service import LearnerService, add_to_server
 from server.unroll_queue import UnrollQueue
 
 log = logging.getLogger("seedfleet.learner")
@@ -186,8 +185,8 @@ class Learner:
         )
         with spawned_threads_named("grpc"):  # gRPC's poller
             server = grpc.aio.server(options=CHANNEL_OPTIONS)
-        pb_grpc.add_LearnerServicer_to_server(
-            LearnerService(env_config, engine, batcher, executor, config.max_envs, config.max_abs_reward), server)
+        add_to_server(LearnerService(env_config, engine, batcher, executor, config.max_envs, config.max_abs_reward),
+                      server)
         health = await add_health(server)  # grpc.health.v1: SERVING from start to stop
         port = server.add_insecure_port(config.address)
         address = config.address if config.address.startswith("unix:") else f"localhost:{port}"

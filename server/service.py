@@ -14,6 +14,7 @@ from concurrent.futures import Executor
 
 import grpc
 import numpy as np
+from google.protobuf.message import DecodeError
 
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
@@ -48,6 +49,25 @@ class SlotAllocator:
         self.used[lo:hi] = False
 
 
+async def _parsed(raw_messages, context: grpc.aio.ServicerContext):
+    """The stream's ActorMessages; bytes that do not parse close it with INVALID_ARGUMENT."""
+    async for raw in raw_messages:
+        try:
+            yield pb.ActorMessage.FromString(raw)
+        except DecodeError as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unparseable ActorMessage: {error}")
+
+
+def add_to_server(service: LearnerService, server: grpc.aio.Server) -> None:
+    """Registers the Learner service with Act taking raw bytes: the service parses them
+    itself, so an unparseable message gets INVALID_ARGUMENT, where gRPC's own
+    deserializer would answer UNKNOWN."""
+    act = grpc.stream_stream_rpc_method_handler(
+        service.Act, request_deserializer=None, response_serializer=pb.LearnerMessage.SerializeToString)
+    name = pb.DESCRIPTOR.services_by_name["Learner"].full_name
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(name, {"Act": act}),))
+
+
 class LearnerService(pb_grpc.LearnerServicer):
     def __init__(
         self,
@@ -67,7 +87,7 @@ class LearnerService(pb_grpc.LearnerServicer):
         self.max_abs_reward = max_abs_reward
 
     async def Act(self, request_iterator, context: grpc.aio.ServicerContext):
-        messages = aiter(request_iterator)
+        messages = aiter(_parsed(request_iterator, context))
         try:
             first = await anext(messages)
         except StopAsyncIteration:

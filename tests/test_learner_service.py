@@ -135,3 +135,18 @@ def test_handshake_is_checked(learner):
         next(stub.Act(iter([too_many])))
     assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     channel.close()
+
+
+def test_unparseable_bytes_get_invalid_argument(learner):
+    _, address = learner
+    channel = grpc.insecure_channel(address)
+    act = channel.stream_stream("/seedfleet.v1.Learner/Act", request_serializer=None,
+                                response_deserializer=pb.LearnerMessage.FromString)
+    hello = pb.ActorMessage(hello=pb.Hello(run_id=77, num_envs=1, protocol_version=PROTOCOL_VERSION))
+    replies = act(iter([hello.SerializeToString(), b"\xff\xff\xff\xff not a protobuf"]))
+    assert next(replies).HasField("config")  # raw bytes that parse are served
+    with pytest.raises(grpc.RpcError) as error:
+        next(replies)
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "unparseable ActorMessage" in error.value.details()
+    channel.close()
