@@ -2,11 +2,16 @@
 
 Requests wait in a list. A batch is flushed to the inference thread when
   * the envs waiting reach `max_batch_envs`, or
-  * every live stream has a request waiting (nobody else could join the batch), or
+  * every active stream has a request waiting (nobody else could join the batch), or
   * `timeout_s` has passed since the oldest request arrived.
 While the inference thread is busy, requests keep gathering, so batches grow with the
 load, up to `max_batch_envs` (a request is never split; the rest waits for the next
 batch). Each request's result goes back to its own caller's future.
+
+A stream counts as active while it has submitted within the last `quiet_after_s`: a
+stream that goes quiet (a stalled or silent peer, one that said Hello and nothing more)
+stops holding the others' batches back after that long, instead of costing every batch
+the full timeout.
 
 The waits use `asyncio.timeout`, not `asyncio.wait_for`: on Python 3.11, wait_for returns
 normally when a cancel arrives just as the awaited event fires (CPython gh-86296), and a
@@ -30,6 +35,7 @@ class DynamicBatcher:
         max_batch_envs: int,
         timeout_s: float,
         size_of: Callable[[Any], int] = lambda request: 1,
+        quiet_after_s: float = 1.0,
     ):
         self._process = process
         self._executor = executor
@@ -41,7 +47,9 @@ class DynamicBatcher:
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
         self.error: Exception | None = None  # the last failure of `process`, for the owner to act on
-        self._live_streams = 0  # callers that may submit (stream_opened / stream_closed)
+        self.quiet_after_s = quiet_after_s
+        self._last_submit: dict[int, float] = {}  # open stream -> loop time it last submitted (or opened)
+        self._next_stream = 0
         self._stopping = False
 
     def start(self) -> None:
@@ -57,16 +65,19 @@ class DynamicBatcher:
             future.cancel()
         self._pending = []
 
-    def stream_opened(self) -> None:
-        """A caller that may submit from now on: a batch is flushed early once every open
-        stream has a request waiting."""
-        self._live_streams += 1
+    def stream_opened(self) -> int:
+        """A caller that may submit from now on; returns the token it submits with."""
+        self._next_stream += 1
+        self._last_submit[self._next_stream] = asyncio.get_running_loop().time()
+        return self._next_stream
 
-    def stream_closed(self) -> None:
-        self._live_streams -= 1
+    def stream_closed(self, stream: int) -> None:
+        self._last_submit.pop(stream, None)
 
-    async def submit(self, request: Any) -> Any:
+    async def submit(self, request: Any, stream: int | None = None) -> Any:
         loop = asyncio.get_running_loop()
+        if stream in self._last_submit:
+            self._last_submit[stream] = loop.time()
         future = loop.create_future()
         self._pending.append((request, future, loop.time()))
         self._pending_envs += self._size_of(request)
@@ -74,7 +85,11 @@ class DynamicBatcher:
         return await future
 
     def _ready(self) -> bool:
-        return self._pending_envs >= self.max_batch_envs or (0 < self._live_streams <= len(self._pending))
+        if self._pending_envs >= self.max_batch_envs:
+            return True
+        since = asyncio.get_running_loop().time() - self.quiet_after_s
+        active = sum(last >= since for last in self._last_submit.values())
+        return 0 < active <= len(self._pending)
 
     def _take_batch(self) -> list[tuple[Any, asyncio.Future]]:
         """Up to max_batch_envs of the oldest requests; callers gone away (a dead stream) are dropped."""

@@ -112,7 +112,7 @@ class LearnerService(pb_grpc.LearnerServicer):
         peer = f"{context.peer()} run {hello.run_id:016x} envs {lo}..{hi - 1}"
         if hello.evaluation:
             peer += " (evaluation)"
-        counted = False
+        stream: int | None = None  # the batcher's token, once this stream may submit
         try:
             # The inference thread owns the per-env state: reset it there, in order.
             await asyncio.get_running_loop().run_in_executor(
@@ -122,8 +122,7 @@ class LearnerService(pb_grpc.LearnerServicer):
             config.CopyFrom(self.env_config)
             config.env_ids.extend(range(lo, hi))
             log.info("actor connected: %s", peer)
-            self.batcher.stream_opened()
-            counted = True
+            stream = self.batcher.stream_opened()
             yield pb.LearnerMessage(config=config)
             async for message in messages:
                 if message.WhichOneof("kind") != "steps":
@@ -135,7 +134,7 @@ class LearnerService(pb_grpc.LearnerServicer):
                     log.warning("closing %s: %s", peer, error)
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
                 try:
-                    actions = await self.batcher.submit(StepRequest(env_ids, step))
+                    actions = await self.batcher.submit(StepRequest(env_ids, step), stream)
                 except PolicyOutputError as error:  # this stream's observations: only it is closed
                     log.warning("closing %s: %s", peer, error)
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"observations: {error}")
@@ -143,7 +142,7 @@ class LearnerService(pb_grpc.LearnerServicer):
                     await context.abort(grpc.StatusCode.INTERNAL, f"inference failed: {error}")
                 yield encode_actions(actions)
         finally:
-            if counted:
-                self.batcher.stream_closed()
+            if stream is not None:
+                self.batcher.stream_closed(stream)
             self.slots.release(lo, hi)
             log.info("actor gone: %s", peer)

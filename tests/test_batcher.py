@@ -146,3 +146,23 @@ def test_stop_returns_when_it_lands_as_a_request_wakes_the_batcher(turns):
     batcher, waiting, waking = run(main())
     assert batcher._task.done()
     assert waiting.done() and waking.done()  # answered in a last batch, or cancelled: never left hanging
+
+
+def test_a_quiet_stream_stops_holding_the_others_back():
+    """Two open streams, one silent: while it counts as active, the other's request waits
+    for the timeout; once it has been quiet for quiet_after_s, the request goes at once."""
+
+    async def one_request(quiet_after_s: float) -> float:
+        batcher = DynamicBatcher(Recorder(), ThreadPoolExecutor(1), max_batch_envs=100, timeout_s=0.3,
+                                 quiet_after_s=quiet_after_s)
+        batcher.start()
+        talking, _silent = batcher.stream_opened(), batcher.stream_opened()
+        await asyncio.sleep(0.1)
+        start = time.monotonic()
+        assert await batcher.submit("step", talking) == "reply-step"
+        elapsed = time.monotonic() - start
+        await batcher.stop()
+        return elapsed
+
+    assert run(one_request(quiet_after_s=10.0)) >= 0.28  # the silent one might still submit: wait
+    assert run(one_request(quiet_after_s=0.05)) < 0.1  # it has been quiet too long: go
