@@ -58,6 +58,9 @@ class LearnerConfig:
     target_return: float = math.nan  # stop once the mean return over 100 episodes reaches it
     max_envs: int = 1024  # env slots on the learner, over all actors
     max_abs_reward: float = 1e9  # a stream sending a larger reward is closed (INVALID_ARGUMENT)
+    max_envs_per_stream: int = 256  # envs one actor stream may run (more is refused: INVALID_ARGUMENT)
+    stream_idle_s: float = 60.0  # a stream silent this long is closed and its envs freed (DEADLINE_EXCEEDED)
+    keepalive_s: float = 20.0  # the server pings idle connections this often; a dead peer's go within 2x
     inference_batch_size: int = 256  # flush a batch once this many envs wait
     inference_timeout_ms: float = 4.0  # ... or once the oldest request waited this long
     queue_unrolls: int = 0  # unrolls buffered for the trainer (0: two training batches)
@@ -138,6 +141,14 @@ async def bounded(step: str, awaitable: Awaitable, timeout_s: float) -> None:
     task.cancel()
 
 
+def keepalive_options(every_s: float) -> list[tuple[str, int]]:
+    """The server pings each connection every `every_s` and drops one that does not answer
+    within as long again: a frozen or vanished peer's streams end and their envs are freed."""
+    ms = int(every_s * 1000)
+    return [("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
+            ("grpc.keepalive_permit_without_calls", 1)]
+
+
 @dataclass
 class Learner:
     """The parts of one learner, wired: gRPC server and health service, batcher and
@@ -184,9 +195,9 @@ class Learner:
             engine.process, executor, config.inference_batch_size, config.inference_timeout_ms / 1000, size_of=len
         )
         with spawned_threads_named("grpc"):  # gRPC's poller
-            server = grpc.aio.server(options=CHANNEL_OPTIONS)
-        add_to_server(LearnerService(env_config, engine, batcher, executor, config.max_envs, config.max_abs_reward),
-                      server)
+            server = grpc.aio.server(options=[*CHANNEL_OPTIONS, *keepalive_options(config.keepalive_s)])
+        add_to_server(LearnerService(env_config, engine, batcher, executor, config.max_envs, config.max_abs_reward,
+                                     config.max_envs_per_stream, config.stream_idle_s), server)
         health = await add_health(server)  # grpc.health.v1: SERVING from start to stop
         port = server.add_insecure_port(config.address)
         address = config.address if config.address.startswith("unix:") else f"localhost:{port}"

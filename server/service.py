@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+from collections import OrderedDict
 from concurrent.futures import Executor
 
 import grpc
@@ -26,11 +27,14 @@ log = logging.getLogger("seedfleet.learner")
 
 
 class SlotAllocator:
-    """Hands out contiguous env id ranges; a returning run id gets its old range back if free."""
+    """Hands out contiguous env id ranges; a returning run id gets its old range back if free.
 
-    def __init__(self, capacity: int):
+    The ranges of past run ids are remembered for the newest `remembered` of them only."""
+
+    def __init__(self, capacity: int, remembered: int = 4096):
         self.used = np.zeros(capacity, bool)
-        self.previous: dict[int, tuple[int, int]] = {}
+        self.previous: OrderedDict[int, tuple[int, int]] = OrderedDict()
+        self.remembered = remembered
 
     def allocate(self, run_id: int, n: int) -> tuple[int, int] | None:
         lo_hi = self.previous.get(run_id)
@@ -43,6 +47,9 @@ class SlotAllocator:
             lo_hi = (int(free[0]), int(free[0]) + n)
         self.used[lo_hi[0] : lo_hi[1]] = True
         self.previous[run_id] = lo_hi
+        self.previous.move_to_end(run_id)
+        while len(self.previous) > self.remembered:
+            self.previous.popitem(last=False)
         return lo_hi
 
     def release(self, lo: int, hi: int) -> None:
@@ -77,6 +84,8 @@ class LearnerService(pb_grpc.LearnerServicer):
         inference_executor: Executor,
         capacity: int,
         max_abs_reward: float = math.inf,
+        max_envs_per_stream: int = 256,
+        idle_s: float = math.inf,
     ):
         self.env_config = env_config
         self.spec = EnvSpec.from_proto(env_config)
@@ -85,6 +94,8 @@ class LearnerService(pb_grpc.LearnerServicer):
         self.executor = inference_executor
         self.slots = SlotAllocator(capacity)
         self.max_abs_reward = max_abs_reward
+        self.max_envs_per_stream = min(max_envs_per_stream, capacity)
+        self.idle_s = idle_s
 
     async def Act(self, request_iterator, context: grpc.aio.ServicerContext):
         messages = aiter(_parsed(request_iterator, context))
@@ -100,8 +111,10 @@ class LearnerService(pb_grpc.LearnerServicer):
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"protocol version {hello.protocol_version}, this learner speaks {PROTOCOL_VERSION}",
             )
-        if hello.num_envs < 1:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "num_envs must be at least 1")
+        if not 1 <= hello.num_envs <= self.max_envs_per_stream:  # could never be served: no retry will help
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"num_envs {hello.num_envs}: a stream may run 1 to {self.max_envs_per_stream} envs "
+                                "(--max-envs-per-stream, --max-envs)")
         id_range = self.slots.allocate(hello.run_id, hello.num_envs)
         if id_range is None:
             await context.abort(
@@ -124,7 +137,16 @@ class LearnerService(pb_grpc.LearnerServicer):
             log.info("actor connected: %s", peer)
             stream = self.batcher.stream_opened()
             yield pb.LearnerMessage(config=config)
-            async for message in messages:
+            while True:
+                try:
+                    async with asyncio.timeout(self.idle_s):
+                        message = await anext(messages)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:  # a stalled or dead peer: free its envs for others
+                    log.warning("closing %s: nothing for %g s (--stream-idle-s)", peer, self.idle_s)
+                    await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                        f"nothing received for {self.idle_s:g} s (--stream-idle-s)")
                 if message.WhichOneof("kind") != "steps":
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected a steps message")
                 try:

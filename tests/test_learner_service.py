@@ -130,11 +130,31 @@ def test_handshake_is_checked(learner):
     with pytest.raises(grpc.RpcError) as error:
         next(stub.Act(iter([steps_first])))
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    too_many = pb.ActorMessage(hello=pb.Hello(run_id=2, num_envs=100_000, protocol_version=PROTOCOL_VERSION))
-    with pytest.raises(grpc.RpcError) as error:
-        next(stub.Act(iter([too_many])))
+    never_fits = pb.ActorMessage(hello=pb.Hello(run_id=2, num_envs=100_000, protocol_version=PROTOCOL_VERSION))
+    with pytest.raises(grpc.RpcError) as error:  # no retry could help: the actor must not retry for ever
+        next(stub.Act(iter([never_fits])))
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "--max-envs-per-stream" in error.value.details()
+    holders = [RawActor(address, num_envs=256, run_id=100 + i) for i in range(4)]  # 1,024: every slot taken
+    with pytest.raises(grpc.RpcError) as error:  # fits, but not now
+        next(stub.Act(iter([pb.ActorMessage(hello=pb.Hello(run_id=3, num_envs=1, protocol_version=PROTOCOL_VERSION))])))
     assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    for holder in holders:
+        holder.close()
     channel.close()
+
+
+def test_a_silent_stream_is_closed_and_its_envs_freed(procs):
+    learner, address = start_learner("--env", "CartPole-v1", "--stream-idle-s", "1", "--max-envs", "8")
+    procs.append(learner)
+    silent = RawActor(address, num_envs=8, run_id=1)  # every slot, then nothing
+    started = time.monotonic()
+    with pytest.raises(grpc.RpcError) as error:
+        next(silent.replies)
+    assert error.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() - started < 10
+    silent.close()
+    again = RawActor(address, num_envs=8, run_id=2)  # the slots are free again
+    assert len(again.config.env_ids) == 8
+    again.close()
 
 
 def test_unparseable_bytes_get_invalid_argument(learner):
