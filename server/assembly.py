@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import numpy as np
 import tensorflow as tf
 
 from algorithms.agent import Agent, AgentContext
@@ -34,7 +35,7 @@ from algorithms.trainer import OnPolicyTrainer, TrainerThread
 from seedfleet.envs import EnvBatch, atari_settings
 from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
-from seedfleet.wire import CHANNEL_OPTIONS, EnvSpec, atari_to_proto
+from seedfleet.wire import MAX_MESSAGE_BYTES, EnvSpec, atari_to_proto
 from server.batcher import DynamicBatcher
 from server.checkpoint import CheckpointStore, LearnerCheckpoints
 from server.env_slots import EnvSlots
@@ -141,6 +142,14 @@ async def bounded(step: str, awaitable: Awaitable, timeout_s: float) -> None:
     task.cancel()
 
 
+def max_message_bytes(spec: EnvSpec, max_envs_per_stream: int) -> int:
+    """The largest message the learner takes: a Steps message for the most envs a stream may
+    run, twice over, and at least 64 KiB. Anything larger is refused by gRPC itself
+    (RESOURCE_EXHAUSTED) before it is read into memory."""
+    per_env = int(np.prod(spec.obs_shape)) * spec.obs_dtype.itemsize + 4 + 4 + 4  # observation, id, reward, flags
+    return max(64 * 1024, 2 * per_env * max_envs_per_stream)
+
+
 def keepalive_options(every_s: float) -> list[tuple[str, int]]:
     """The server pings each connection every `every_s` and drops one that does not answer
     within as long again: a frozen or vanished peer's streams end and their envs are freed."""
@@ -195,7 +204,11 @@ class Learner:
             engine.process, executor, config.inference_batch_size, config.inference_timeout_ms / 1000, size_of=len
         )
         with spawned_threads_named("grpc"):  # gRPC's poller
-            server = grpc.aio.server(options=[*CHANNEL_OPTIONS, *keepalive_options(config.keepalive_s)])
+            server = grpc.aio.server(options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", max_message_bytes(spec, config.max_envs_per_stream)),
+                *keepalive_options(config.keepalive_s),
+            ])
         add_to_server(LearnerService(env_config, engine, batcher, executor, config.max_envs, config.max_abs_reward,
                                      config.max_envs_per_stream, config.stream_idle_s), server)
         health = await add_health(server)  # grpc.health.v1: SERVING from start to stop

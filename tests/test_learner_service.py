@@ -170,3 +170,16 @@ def test_unparseable_bytes_get_invalid_argument(learner):
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "unparseable ActorMessage" in error.value.details()
     channel.close()
+
+
+def test_a_message_larger_than_the_handshake_allows_is_refused_before_it_is_read(learner):
+    """CartPole's observations are 16 bytes: the learner takes messages of at most 64 KiB."""
+    _, address = learner
+    rogue = RawActor(address, num_envs=2, run_id=55)
+    ids = list(rogue.config.env_ids)
+    huge = cartpole_steps(ids)
+    huge.steps.observations = bytes(1 << 20)
+    with pytest.raises(grpc.RpcError) as error:
+        rogue.send(huge)
+    assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    rogue.close()
