@@ -155,12 +155,17 @@ def test_launched_actors_take_their_settings_from_the_launcher_alone(monkeypatch
     (["learner", "--env", "NoSuchGame-v9"], "env id 'NoSuchGame-v9'"),
     (["learner", "--env", "Pendulum-v1"], "needs discrete actions"),
     (["learner", "--epochs", "0"], "epochs must be at least 1"),
-    (["learner", "--algo", "ppo"], "unknown --algo 'ppo'"),
 ])
-def test_user_errors_get_one_line_and_exit_code_2(args, message):
-    out = subprocess.run([sys.executable, "-m", "deploy.cli", *args, "--address", "127.0.0.1:0"], cwd=ROOT,
+def test_user_errors_get_one_line_and_exit_code_2(args, message, capsys, tmp_path):
+    assert main([*args, "--address", "127.0.0.1:0", "--logdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert [line for line in err.splitlines() if line.startswith("seedfleet")] == [
+        next(line for line in err.splitlines() if message in line)]
+
+
+def test_an_unknown_algo_gets_one_line_and_exit_code_2():
+    out = subprocess.run([sys.executable, "-m", "deploy.cli", "learner", "--algo", "ppo"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2, out.stderr[-2000:]
-    assert "Traceback" not in out.stderr, out.stderr[-2000:]
-    errors = [line for line in out.stderr.splitlines() if line.startswith("seedfleet")]
-    assert len(errors) == 1 and message in errors[0], out.stderr[-2000:]
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert "unknown --algo 'ppo'" in out.stderr
