@@ -62,6 +62,23 @@ def atari_settings(env_id: str) -> AtariSettings | None:
     )
 
 
+def observation_bounds(env_id: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(low, high) of a non-Atari env's float observations, where its space bounds any of
+    them; None otherwise (Atari frames and integer or bool observations are bounded by their
+    dtype). The learner refuses observations outside them."""
+    if atari_settings(env_id) is not None:
+        return None
+    env = gym.make(env_id)
+    try:
+        space = env.observation_space
+    finally:
+        env.close()
+    if not isinstance(space, gym.spaces.Box) or not np.issubdtype(space.dtype, np.floating):
+        return None
+    low, high = np.asarray(space.low, np.float64), np.asarray(space.high, np.float64)
+    return (low, high) if np.isfinite(low).any() or np.isfinite(high).any() else None
+
+
 @dataclass
 class StepBatch:
     """What K envs return in one step, ready for the wire."""

@@ -101,9 +101,11 @@ def decode_steps(
     obs_shape: tuple[int, ...],
     obs_dtype: np.dtype,
     max_abs_reward: float = math.inf,
+    bounds: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, StepBatch]:
     """Checks and decodes one Steps message from an actor owning env ids [lo, hi), with
-    rewards at most `max_abs_reward` in magnitude.
+    rewards at most `max_abs_reward` in magnitude and observations within `bounds` (low,
+    high: the observation space's).
 
     Returns (env_ids int32 [K], StepBatch); raises WireError on any violation.
     """
@@ -136,6 +138,8 @@ def decode_steps(
     observations = np.frombuffer(steps.observations, dtype).reshape(n, *obs_shape)
     if observations.dtype.kind == "f" and not np.isfinite(observations).all():
         raise WireError("observations must be finite (got NaN or inf)")
+    if bounds is not None and not ((observations >= bounds[0]).all() and (observations <= bounds[1]).all()):
+        raise WireError("observations: outside the observation space's bounds")
     batch = StepBatch(
         observations=observations,
         rewards=rewards,

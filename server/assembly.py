@@ -32,7 +32,7 @@ from algorithms.agent import Agent, AgentContext
 from algorithms.networks import NetworkConfig
 from algorithms.registry import AlgoConfig, algorithm
 from algorithms.trainer import OnPolicyTrainer, TrainerThread
-from seedfleet.envs import EnvBatch, atari_settings
+from seedfleet.envs import EnvBatch, atari_settings, observation_bounds
 from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.wire import MAX_MESSAGE_BYTES, EnvSpec, atari_to_proto
@@ -59,6 +59,7 @@ class LearnerConfig:
     target_return: float = math.nan  # stop once the mean return over 100 episodes reaches it
     max_envs: int = 1024  # env slots on the learner, over all actors
     max_abs_reward: float = 1e9  # a stream sending a larger reward is closed (INVALID_ARGUMENT)
+    check_observation_bounds: bool = True  # a stream sending observations outside the space's bounds is closed
     max_envs_per_stream: int = 256  # envs one actor stream may run (more is refused: INVALID_ARGUMENT)
     stream_idle_s: float = 60.0  # a stream silent this long is closed and its envs freed (DEADLINE_EXCEEDED)
     keepalive_s: float = 20.0  # the server pings idle connections this often; a dead peer's go within 2x
@@ -209,8 +210,9 @@ class Learner:
                 ("grpc.max_receive_message_length", max_message_bytes(spec, config.max_envs_per_stream)),
                 *keepalive_options(config.keepalive_s),
             ])
+        bounds = observation_bounds(config.env) if config.check_observation_bounds else None
         add_to_server(LearnerService(env_config, engine, batcher, executor, config.max_envs, config.max_abs_reward,
-                                     config.max_envs_per_stream, config.stream_idle_s), server)
+                                     config.max_envs_per_stream, config.stream_idle_s, bounds), server)
         health = await add_health(server)  # grpc.health.v1: SERVING from start to stop
         port = server.add_insecure_port(config.address)
         address = config.address if config.address.startswith("unix:") else f"localhost:{port}"

@@ -86,6 +86,7 @@ class LearnerService(pb_grpc.LearnerServicer):
         max_abs_reward: float = math.inf,
         max_envs_per_stream: int = 256,
         idle_s: float = math.inf,
+        observation_bounds: tuple[np.ndarray, np.ndarray] | None = None,
     ):
         self.env_config = env_config
         self.spec = EnvSpec.from_proto(env_config)
@@ -96,6 +97,7 @@ class LearnerService(pb_grpc.LearnerServicer):
         self.max_abs_reward = max_abs_reward
         self.max_envs_per_stream = min(max_envs_per_stream, capacity)
         self.idle_s = idle_s
+        self.observation_bounds = observation_bounds
 
     async def Act(self, request_iterator, context: grpc.aio.ServicerContext):
         messages = aiter(_parsed(request_iterator, context))
@@ -151,7 +153,7 @@ class LearnerService(pb_grpc.LearnerServicer):
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected a steps message")
                 try:
                     env_ids, step = decode_steps(message.steps, id_range, self.spec.obs_shape, self.spec.obs_dtype,
-                                                 self.max_abs_reward)
+                                                 self.max_abs_reward, self.observation_bounds)
                 except WireError as error:
                     log.warning("closing %s: %s", peer, error)
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))

@@ -35,10 +35,10 @@ class RawActor:
         self.channel.close()
 
 
-def cartpole_steps(env_ids, nan_reward=False, drop_byte=False, first=False):
+def cartpole_steps(env_ids, nan_reward=False, drop_byte=False, first=False, cart_x=0.0):
     n = len(env_ids)
     batch = StepBatch(
-        observations=np.zeros((n, 4), np.float32),
+        observations=np.tile(np.array([cart_x, 0, 0, 0], np.float32), (n, 1)),
         rewards=np.full(n, np.nan if nan_reward else 1.0, np.float32),
         terminated=np.zeros(n, bool),
         truncated=np.zeros(n, bool),
@@ -91,6 +91,7 @@ def test_a_raw_stream_gets_actions_for_its_envs(learner):
         (lambda ids: cartpole_steps(ids, drop_byte=True), "observations: expected"),
         (lambda ids: cartpole_steps([ids[0], 999]), "unknown env id 999"),
         (lambda ids: cartpole_steps(ids, nan_reward=True), "finite"),
+        (lambda ids: cartpole_steps(ids, cart_x=1e19), "outside the observation space's bounds"),  # |x| <= 4.8
         (lambda ids: pb.ActorMessage(hello=pb.Hello(run_id=5, num_envs=2, protocol_version=1)), "expected a steps"),
     ],
 )

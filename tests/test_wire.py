@@ -80,6 +80,22 @@ def test_rewards_beyond_the_limit_are_refused():
     assert ok.rewards[1] == np.float32(-3e38)
 
 
+def test_observations_outside_the_space_are_refused():
+    from seedfleet.envs import observation_bounds
+
+    low, high = observation_bounds("CartPole-v1")
+    assert low[0] == np.float32(-4.8) and np.isinf(high[1]) and observation_bounds("ALE/Pong-v5") is None
+    for x, ok in ((4.0, True), (1e19, False), (-5.0, False)):
+        batch = StepBatch(np.array([[x, 1e30, 0.0, 0.0]], np.float32), np.zeros(1, np.float32),
+                          np.zeros(1, bool), np.zeros(1, bool), np.zeros(1, bool))
+        msg = encode_steps(np.array([0]), batch)
+        if ok:
+            decode_steps(msg.steps, (0, 1), (4,), np.dtype(np.float32), bounds=(low, high))
+        else:
+            with pytest.raises(WireError, match="outside the observation space's bounds"):
+                decode_steps(msg.steps, (0, 1), (4,), np.dtype(np.float32), bounds=(low, high))
+
+
 def test_atari_settings_survive_the_wire():
     from seedfleet.envs import atari_settings
     from seedfleet.v1 import actor_learner_pb2 as pb
