@@ -3,6 +3,7 @@
 import queue
 import re
 import time
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -173,14 +174,23 @@ def test_unparseable_bytes_get_invalid_argument(learner):
     channel.close()
 
 
-def test_a_message_larger_than_the_handshake_allows_is_refused_before_it_is_read(learner):
-    """CartPole's observations are 16 bytes: the learner takes messages of at most 64 KiB."""
-    _, address = learner
-    rogue = RawActor(address, num_envs=2, run_id=55)
-    ids = list(rogue.config.env_ids)
-    huge = cartpole_steps(ids)
-    huge.steps.observations = bytes(1 << 20)
-    with pytest.raises(grpc.RpcError) as error:
-        rogue.send(huge)
-    assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    rogue.close()
+def rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
+
+
+def test_messages_larger_than_the_handshake_allows_are_refused_and_leave_no_memory_behind(learner):
+    """CartPole's observations are 16 bytes: the learner takes messages of at most 64 KiB.
+    Twelve refused 8 MiB messages leave the learner's memory where it was."""
+    proc, address = learner
+    before = rss_mib(proc.popen.pid)
+    for i in range(12):
+        rogue = RawActor(address, num_envs=2, run_id=500 + i)
+        huge = cartpole_steps(list(rogue.config.env_ids))
+        huge.steps.observations = bytes(8 << 20)
+        with pytest.raises(grpc.RpcError) as error:
+            rogue.send(huge)
+        assert error.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        rogue.close()
+    time.sleep(1.0)
+    assert rss_mib(proc.popen.pid) - before < 24, (before, rss_mib(proc.popen.pid))  # 12 x 8 MiB would be 96
