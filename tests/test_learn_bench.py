@@ -13,6 +13,14 @@ def _fake_run(logdir, rows, summary):
     (logdir / "summary.json").write_text(json.dumps(summary))
 
 
+def report_text(tmp_path, runs, names) -> str:
+    """The learn section `report` writes for `names` from the runs under `runs`."""
+    md = tmp_path / "BENCHMARKS.md"
+    md.write_text(f"{BEGIN}\n{END}\n")
+    report(md, names, runs=runs)
+    return md.read_text()
+
+
 def test_return_at_reads_the_last_report_before_the_mark():
     curve = [{"frames": 1e6, "mean_return_last_100": float("nan")}, {"frames": 4e6, "mean_return_last_100": -15.0},
              {"frames": 6e6, "mean_return_last_100": -2.0}]
@@ -48,10 +56,7 @@ def test_runs_with_evaluation_actors_get_a_row_of_their_own(tmp_path):
         "elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,episodes,mean_eval_return_last_100\n"
         "60,900000,900000,3000,2.0,10,3.5\n300,2400000,2400000,3000,6.0,90,11.0\n600,5000000,5000000,3000,9.0,200,14.0\n")
     (logdir / "summary.json").write_text(json.dumps({"frames": 5_000_000, "wall_s": 600, "stop_reason": "max_frames"}))
-    md = tmp_path / "BENCHMARKS.md"
-    md.write_text(f"{BEGIN}\n{END}\n")
-    report(md, ["minatar-breakout-r2d2"], runs=runs)
-    text = md.read_text()
+    text = report_text(tmp_path, runs, ["minatar-breakout-r2d2"])
     assert "| seed 0 | 2.0 | 6.0 | 9.0 | 5.00M | 10 | max_frames |" in text
     assert "| seed 0, evaluation actors | 3.5 | 11.0 | 14.0 | 5.00M | 10 | max_frames |" in text
 
@@ -64,10 +69,7 @@ def test_a_variant_is_reported_beside_the_defaults_with_its_flags(tmp_path):
     _fake_run(variant / "seed0", [(600, 5e6, -12.0), (1200, 1e7, 3.0)],
               {"frames": 10_000_000, "wall_s": 1200, "stop_reason": "signal"})
     (variant / "variant.json").write_text(json.dumps({"flags": ["--normalize-advantages"]}))
-    md = tmp_path / "BENCHMARKS.md"
-    md.write_text(f"{BEGIN}\n{END}\n")
-    report(md, ["pong"], runs=runs)
-    text = md.read_text()
+    text = report_text(tmp_path, runs, ["pong"])
     assert "| seed 0 | -20.0 | -15.0 | - | 10.00M | 20 | signal |" in text
     assert "| seed 0, normadv | -12.0 | 3.0 | - | 10.00M | 20 | signal |" in text
     assert "- normadv: the same with `--normalize-advantages`" in text
