@@ -1,0 +1,172 @@
+"""A load test of the learner: hundreds of synthetic actor streams from a few processes.
+
+    python -m bench.load --streams 256 --seconds 300     # a learner of its own on loopback
+    python -m bench.load --learner HOST:PORT ...          # or one already running
+
+Each stream says Hello for `--envs-per-stream` CartPole envs and then sends Steps of
+zero observations (within the space's bounds) as fast as the learner answers; no env is
+stepped, so the learner alone is measured, for `--seconds` after `--warmup-s` (the first
+inference traces the policy). The processes split the streams among them
+and each drives its share on one event loop. Printed, and written to --json: served env
+steps/s, the round-trip latency's p50, p99 and p99.9, the errors by status, and the
+learner's resident memory sampled once a second (its first and last thirds, for flatness).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from seedfleet.envs import StepBatch
+from seedfleet.v1 import actor_learner_pb2 as pb
+from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
+from seedfleet.wire import CHANNEL_OPTIONS, PROTOCOL_VERSION, encode_steps
+
+OBS_SHAPE = (4,)  # CartPole's
+
+
+@dataclass
+class LoadConfig:
+    learner: str = ""  # HOST:PORT of a running learner (empty: start one on loopback)
+    streams: int = 256
+    envs_per_stream: int = 4
+    processes: int = 4
+    seconds: float = 60.0
+    warmup_s: float = 15.0
+    json: str = ""
+
+
+async def _stream(address: str, envs: int, run_id: int, window: tuple[float, float], latencies: list[float],
+                  errors: dict[str, int]) -> int:
+    """One synthetic actor stream; returns the env steps it was served within `window`
+    (monotonic times, the same in every process), whose round trips go to `latencies`."""
+    since, until = window
+    served = 0
+    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        outbox: asyncio.Queue = asyncio.Queue()
+
+        async def requests():
+            while (message := await outbox.get()) is not None:
+                yield message
+
+        call = pb_grpc.LearnerStub(channel).Act(requests())
+        hello = pb.Hello(run_id=run_id, num_envs=envs, protocol_version=PROTOCOL_VERSION)
+        await outbox.put(pb.ActorMessage(hello=hello))
+        try:
+            env_ids = np.asarray((await call.read()).config.env_ids, np.int32)
+            first = True
+            while time.monotonic() < until:
+                batch = StepBatch(np.zeros((envs, *OBS_SHAPE), np.float32), np.zeros(envs, np.float32),
+                                  np.zeros(envs, bool), np.zeros(envs, bool), np.full(envs, first))
+                sent = time.monotonic()
+                await outbox.put(encode_steps(env_ids, batch))
+                await call.read()
+                if sent >= since:
+                    latencies.append(time.monotonic() - sent)
+                    served += envs
+                first = False
+        except grpc.aio.AioRpcError as error:
+            errors[error.code().name] = errors.get(error.code().name, 0) + 1
+        finally:
+            await outbox.put(None)
+            call.cancel()
+    return served
+
+
+def _process(address: str, streams: int, envs: int, first_run_id: int, window: tuple[float, float],
+             out: Path) -> None:
+    async def main() -> dict:
+        latencies: list[float] = []
+        errors: dict[str, int] = {}
+        served = await asyncio.gather(*(_stream(address, envs, first_run_id + i, window, latencies, errors)
+                                        for i in range(streams)))
+        return {"served": int(sum(served)), "latencies": latencies, "errors": errors}
+
+    out.write_text(json.dumps(asyncio.run(main())))
+
+
+def _rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
+
+
+def _start_learner(config: LoadConfig, logdir: str) -> tuple[subprocess.Popen, str]:
+    envs = config.streams * config.envs_per_stream
+    proc = subprocess.Popen([sys.executable, "-m", "deploy.cli", "learner", "--env", "CartPole-v1",
+                             "--address", "127.0.0.1:0", "--max-envs", str(envs), "--logdir", logdir,
+                             "--progress-interval-s", "30"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    for line in proc.stdout:
+        if match := re.search(r"listening on (\S+),", line):
+            return proc, match.group(1)
+    raise RuntimeError(f"the learner exited with code {proc.wait()}")
+
+
+def run_load(config: LoadConfig) -> dict:
+    with tempfile.TemporaryDirectory(prefix="seedfleet-load-") as tmp:
+        learner, address = (None, config.learner) if config.learner else _start_learner(config, tmp)
+        try:
+            shares = np.array_split(np.arange(config.streams), config.processes)
+            outs = [Path(tmp) / f"load-{i}.json" for i in range(len(shares))]
+            since = time.monotonic() + config.warmup_s
+            window = (since, since + config.seconds)
+            workers = [multiprocessing.Process(target=_process, args=(address, len(share), config.envs_per_stream,
+                                                                      10_000 + int(share[0]), window, out))
+                       for share, out in zip(shares, outs, strict=True) if len(share)]
+            for worker in workers:
+                worker.start()
+            memory = []
+            while any(worker.is_alive() for worker in workers):
+                if learner is not None and time.monotonic() >= since:
+                    memory.append(round(_rss_mib(learner.pid), 1))
+                time.sleep(1.0)
+            parts = [json.loads(out.read_text()) for out in outs if out.exists()]
+        finally:
+            if learner is not None:
+                learner.terminate()
+                learner.wait(timeout=60)
+    latencies = np.concatenate([np.asarray(p["latencies"]) for p in parts]) * 1e3 if parts else np.zeros(0)
+    errors: dict[str, int] = {}
+    for part in parts:
+        for code, n in part["errors"].items():
+            errors[code] = errors.get(code, 0) + n
+    third = max(len(memory) // 3, 1)
+    return {
+        "config": asdict(config),
+        "env_steps_per_s": round(sum(p["served"] for p in parts) / config.seconds, 1),
+        "latency_ms": {q: round(float(np.percentile(latencies, p)), 2) if len(latencies) else None
+                       for q, p in (("p50", 50), ("p99", 99), ("p99.9", 99.9))},
+        "errors": errors,
+        "learner_rss_mib": {"first_third_mean": round(float(np.mean(memory[:third])), 1) if memory else None,
+                            "last_third_mean": round(float(np.mean(memory[-third:])), 1) if memory else None,
+                            "max": max(memory) if memory else None},
+        "workers_failed": sum(worker.exitcode != 0 for worker in workers),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.split("\n\n")[0])
+    for name, default in asdict(LoadConfig()).items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
+    config = LoadConfig(**vars(parser.parse_args(argv)))
+    results = run_load(config)
+    print(json.dumps({k: v for k, v in results.items() if k != "config"}, indent=1))
+    if config.json:
+        Path(config.json).write_text(json.dumps(results, indent=2) + "\n")
+    return 0 if not results["errors"] and not results["workers_failed"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
