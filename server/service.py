@@ -141,7 +141,7 @@ class LearnerService(pb_grpc.LearnerServicer):
             yield pb.LearnerMessage(config=config)
             while True:
                 try:
-                    async with asyncio.timeout(self.idle_s):
+                    async with asyncio.timeout(self.idle_s if math.isfinite(self.idle_s) else None):
                         message = await anext(messages)
                 except StopAsyncIteration:
                     break
