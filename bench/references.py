@@ -1,9 +1,9 @@
 """Published learning results beside which the learning benchmark puts its own.
 
 Only figures read in the sources named are listed, keyed by frames (agent steps x 4 on
-Atari). CleanRL's tables give the return at the end of 10M agent steps (40M frames);
-no stored source gave returns at 5M, 10M or 20M frames, so those columns of the report
-stay empty for the references until such a source is found.
+Atari). CleanRL's tables give the return at the end of 10M agent steps (40M frames).
+Dopamine's baseline data give a value-based agent (DQN, sticky actions) at every 1M
+frames: its training iterations are 1M frames each, so iteration i ends at i + 1 M.
 """
 
 from __future__ import annotations
@@ -20,6 +20,10 @@ class Reference:
 
 REFERENCES: dict[str, tuple[Reference, ...]] = {
     "pong": (
+        Reference("DQN, Dopamine (sticky 0.25; value-based), 2 runs",
+                  "google/dopamine baselines/atari/data/pong.json, mean training return of the 1M-frame iterations "
+                  "4, 9 and 19 of its first two runs: -17.2 and -13.22, -9.85 and 6.91, 1.2 and 13.13",
+                  {5_000_000: -15.21, 10_000_000: -1.47, 20_000_000: 7.17}),
         Reference("PPO, Machado settings (sticky actions 0.25)", "openrlbenchmark static/machado_10M.md: "
                   "\"Pong-v5 | 15.23 +- 1.62 | 20.62 +- 0.18\" (sticky against none) after 10M steps (40M frames)",
                   {40_000_000: 15.23}),
@@ -32,6 +36,10 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {
                   "PongNoFrameskip-v4 | 17.292 | 3.214 | 10M\" (10M steps, 40M frames)", {40_000_000: 17.29}),
     ),
     "breakout": (
+        Reference("DQN, Dopamine (sticky 0.25; value-based), 3 runs",
+                  "google/dopamine baselines/atari/data/breakout.json, mean training return of the 1M-frame "
+                  "iterations 4, 9 and 19 of its first three runs: 10.56, 10.09, 8.26; 28.51, 21.04, 19.26; "
+                  "61.86, 47.09, 50.72", {5_000_000: 9.64, 10_000_000: 22.94, 20_000_000: 53.22}),
         Reference("CleanRL PPO (envpool v5, no sticky)", "vwxyzjn/cleanrl docs/benchmark/ppo_atari_envpool.md: "
                   "Breakout-v5 211.24 +- 151.84 after 10M agent steps (40M frames), 3 seeds", {40_000_000: 211.24}),
         Reference("PPO, Machado settings (sticky actions 0.25)", "openrlbenchmark static/machado_10M.md: "
