@@ -221,8 +221,8 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
         now = time.monotonic()
         if any(proc.poll() is not None for proc in actors):
             return "actor_failed"
-        if "flowing" not in marks:
-            if metrics.env_steps == 0:
+        if "flowing" not in marks:  # the warm-up counts from the first env step (train: learner step)
+            if metrics.env_steps == 0 or (train and metrics.learner_steps == 0):
                 return "no_steps_failed" if now - started > 180 else None
             marks["flowing"] = now
         if "start" not in marks:
