@@ -4,7 +4,7 @@ from bench.load import LoadConfig, run_load
 
 
 def test_a_short_load_run_is_served_without_errors():
-    results = run_load(LoadConfig(streams=6, envs_per_stream=2, processes=2, seconds=2.0, warmup_s=10.0))
+    results = run_load(LoadConfig(streams=6, envs_per_stream=2, processes=2, seconds=1.0, warmup_s=6.0))
     assert results["errors"] == {} and results["workers_failed"] == 0
     assert results["env_steps_per_s"] > 100
     latency = results["latency_ms"]

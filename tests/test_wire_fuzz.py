@@ -11,7 +11,7 @@ from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.wire import WireError, decode_steps, encode_steps
 
 SHAPE, DTYPE, ID_RANGE, MAX_REWARD = (3,), np.dtype(np.float32), (4, 12), 1e6
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def check(steps: pb.Steps) -> None:
