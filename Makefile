@@ -38,7 +38,7 @@ endif
 FLEET_SETTINGS := ENV ALGO ENVS SEED PORT
 FLEET_ENV := $(strip $(foreach v,$(FLEET_SETTINGS),$(if $(filter command line,$(origin $(v))),SEEDFLEET_$(v)='$($(v))')))
 
-.PHONY: install proto test run learner actor lint clean bench learn-bench images fleet fleet-down
+.PHONY: install proto test run learner actor lint clean bench learn-bench images fleet fleet-down certs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -52,8 +52,10 @@ install: $(STAMP)
 proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. $(PROTO_SRC)
 
+# The suite on two workers, then the tests that measure rates or wall time, alone.
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 -m "not serial"
+	$(PY) -m pytest -q -m serial
 
 run: $(STAMP)
 	$(VENV)/bin/seedfleet run $(or $(ARGS),$(RUN_DEFAULT))
@@ -80,7 +82,13 @@ images:
 	$(DOCKER) build -f deploy/Dockerfile --target learner --build-arg LEARNER_EXTRA=$(LEARNER_EXTRA) \
 		-t $(LEARNER_IMAGE) .
 
-fleet:
+# Development credentials (a CA, learner and actor certificates, a token; stdlib and openssl only):
+# the fleet's token secret comes from here. `make certs` again keeps existing files.
+SECRETS := deploy/secrets
+certs $(SECRETS)/token:
+	$(PYTHON) -m deploy.certs $(SECRETS)
+
+fleet: $(SECRETS)/token
 	$(FLEET_ENV) $(COMPOSE) $(COMPOSE_FILES) up --detach --scale actor=$(ACTORS)
 
 fleet-down:

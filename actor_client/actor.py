@@ -24,6 +24,7 @@ import numpy as np
 from actor_client.round_trips import RoundTrips
 from seedfleet.envs import EnvBatch
 from seedfleet.processes import exit_with_parent
+from seedfleet.security import channel_credentials, read_token, require_protection, token_metadata
 from seedfleet.threads import spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
@@ -49,6 +50,12 @@ class ActorConfig:
     reconnect_max_s: float = 5.0  # longest retry delay
     log_interval_s: float = 30.0  # seconds between progress lines (0: none)
     evaluation: bool = False  # evaluation envs: greedy, never trained on, reported apart
+    tls_ca: str = ""  # PEM CA that signed the learner's certificate: TLS to the learner
+    tls_cert: str = ""  # PEM certificate of this actor, for a learner that asks for one (mTLS)
+    tls_key: str = ""  # PEM private key of --tls-cert
+    tls_server_name: str = ""  # the name the learner's certificate is checked for (default: the address' host)
+    token_file: str = ""  # file holding the token the learner expects
+    insecure: bool = False  # allow plain TCP with no token to a learner off loopback
 
 
 class ProtocolError(Exception):
@@ -63,6 +70,10 @@ class Actor:
         self._env_key: bytes | None = None
         self.steps = 0
         self.round_trips = RoundTrips()
+        self._credentials = channel_credentials(config.tls_ca, config.tls_cert, config.tls_key)
+        token = read_token(config.token_file)
+        require_protection(config.learner, self._credentials is not None, token is not None, config.insecure, "actor")
+        self._metadata = token_metadata(token)
 
     @staticmethod
     def _env_key_of(config: pb.EnvConfig) -> bytes:
@@ -94,7 +105,7 @@ class Actor:
         return envs
 
     async def _session(self, channel: grpc.aio.Channel) -> None:
-        call = pb_grpc.LearnerStub(channel).Act()
+        call = pb_grpc.LearnerStub(channel).Act(metadata=self._metadata)
         hello = pb.Hello(run_id=self.run_id, num_envs=self.config.envs, protocol_version=PROTOCOL_VERSION,
                          evaluation=self.config.evaluation)
         await call.write(pb.ActorMessage(hello=hello))
@@ -129,6 +140,14 @@ class Actor:
                 log.info("%d env steps, %.0f steps/s", self.steps, rate)
                 last_log, last_steps = now, self.steps
 
+    def _channel(self) -> grpc.aio.Channel:
+        if self._credentials is None:
+            return grpc.aio.insecure_channel(self.config.learner, options=CHANNEL_OPTIONS)
+        options = list(CHANNEL_OPTIONS)
+        if self.config.tls_server_name:
+            options.append(("grpc.ssl_target_name_override", self.config.tls_server_name))
+        return grpc.aio.secure_channel(self.config.learner, self._credentials, options=options)
+
     async def run(self) -> None:
         """Serves the learner until cancelled; reconnects with backoff when it goes away."""
         delay = self.config.reconnect_min_s
@@ -136,11 +155,12 @@ class Actor:
             started = time.monotonic()
             try:
                 with spawned_threads_named("grpc"):  # gRPC's poller, on first use
-                    channel = grpc.aio.insecure_channel(self.config.learner, options=CHANNEL_OPTIONS)
+                    channel = self._channel()
                 async with channel:
                     await self._session(channel)
             except grpc.aio.AioRpcError as e:
-                if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+                if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+                                grpc.StatusCode.UNAUTHENTICATED):
                     raise ProtocolError(f"the learner rejected this actor: {e.details()}") from e
                 log.warning("learner %s: %s (%s)", self.config.learner, e.code().name, e.details())
             except ConnectionError as e:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -28,9 +29,15 @@ def local_address(listen: str) -> str:
     return f"localhost:{port}" if host in WILDCARD_HOSTS else listen
 
 
-def check(address: str, timeout_s: float = 3.0, service: str = "") -> str:
-    """The status name the health service at `address` reports for `service`, or the gRPC error's code name."""
-    with grpc.insecure_channel(address) as channel:
+def check(address: str, timeout_s: float = 3.0, service: str = "", tls_ca: str = "", server_name: str = "") -> str:
+    """The status name the health service at `address` reports for `service`, or the gRPC error's code name.
+    With `tls_ca` it asks over TLS (a learner with --tls-cert), checking the certificate against that CA."""
+    if tls_ca:
+        options = [("grpc.ssl_target_name_override", server_name)] if server_name else []
+        channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(Path(tls_ca).read_bytes()), options)
+    else:
+        channel = grpc.insecure_channel(address)
+    with channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=timeout_s
@@ -46,9 +53,11 @@ def main(argv: list[str] | None = None) -> int:
                                                    f"else {local_address(LEARNER_ADDRESS)})")
     parser.add_argument("--timeout-s", type=float, default=3.0, help="seconds to wait for the answer")
     parser.add_argument("--service", default="", help="the service asked about (default: the whole server)")
+    parser.add_argument("--tls-ca", default="", help="a learner with TLS: the CA its certificate is checked against")
+    parser.add_argument("--tls-server-name", default="", help="the name that certificate is checked for")
     args = parser.parse_args(argv)
     address = args.address or local_address(os.environ.get("SEEDFLEET_ADDRESS", "").strip() or LEARNER_ADDRESS)
-    status = check(address, args.timeout_s, args.service)
+    status = check(address, args.timeout_s, args.service, args.tls_ca, args.tls_server_name)
     print(f"{address}: {status}", file=sys.stdout if status == "SERVING" else sys.stderr)
     return 0 if status == "SERVING" else 1
 

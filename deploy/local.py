@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from algorithms.networks import NetworkConfig
 from algorithms.registry import AlgoConfig
+from seedfleet.errors import UsageError
 from seedfleet.processes import actor_command, start_child, stop_children
 from server.assembly import LearnerConfig
 from server.checkpoint import CheckpointMismatch
@@ -38,17 +39,19 @@ class LaunchConfig:
 class Fleet:
     """The local actor processes, restarted when they exit."""
 
-    def __init__(self, launch: LaunchConfig):
+    def __init__(self, launch: LaunchConfig, token_file: str = ""):
         self.launch = launch
+        self.token_file = token_file  # the learner's, sent by every actor
         self.commands: list[list[str]] = []
         self.procs: list[subprocess.Popen] = []
         self.restarts: list[int] = []
 
     def start(self, address: str) -> None:
         total = self.launch.actors + self.launch.eval_actors
-        training = actor_command(address, self.launch.envs_per_actor, False, self.launch.env_groups)
+        training = actor_command(address, self.launch.envs_per_actor, False, self.launch.env_groups, self.token_file)
         # evaluation actors step their envs in one group: any --eval-envs divides into it
-        evaluation = actor_command(address, self.launch.eval_envs or self.launch.envs_per_actor, True, 1)
+        evaluation = actor_command(address, self.launch.eval_envs or self.launch.envs_per_actor, True, 1,
+                                   self.token_file)
         self.commands = [training if i < self.launch.actors else evaluation for i in range(total)]
         self.procs = [start_child(command) for command in self.commands]
         self.restarts = [0] * total
@@ -74,11 +77,14 @@ class Fleet:
 
 def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: AlgoConfig, network: NetworkConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if learner.tls_cert or learner.tls_client_ca:
+        raise UsageError("seedfleet run's actors reach the learner on this machine, without TLS; "
+                         "the --tls-* flags are for `seedfleet learner` with actors elsewhere")
     if learner.address == LearnerConfig.address:
         learner.address = "127.0.0.1:0"  # a free port on loopback
     if not learner.exploration_envs:  # the Ape-X epsilons spread over exactly the envs launched
         learner.exploration_envs = launch.actors * launch.envs_per_actor
-    fleet = Fleet(launch)
+    fleet = Fleet(launch, learner.token_file)
     try:
         summary = asyncio.run(serve(learner, algo, network, on_ready=fleet.start, stop_when=fleet.check))
     except CheckpointMismatch as error:

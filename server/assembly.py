@@ -33,9 +33,12 @@ from algorithms.networks import NetworkConfig
 from algorithms.registry import AlgoConfig, algorithm
 from algorithms.trainer import OnPolicyTrainer, TrainerThread
 from seedfleet.envs import EnvBatch, atari_settings, observation_bounds
+from seedfleet.errors import UsageError
+from seedfleet.security import read_token, require_protection, server_credentials
 from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.wire import MAX_MESSAGE_BYTES, EnvSpec, atari_to_proto
+from server.auth import TokenCheck
 from server.batcher import DynamicBatcher
 from server.checkpoint import CheckpointStore, LearnerCheckpoints
 from server.env_slots import EnvSlots
@@ -72,6 +75,12 @@ class LearnerConfig:
     keep_checkpoints: int = 3  # the newest this many checkpoints are kept
     checkpoint_replay: bool = False  # r2d2: checkpoints hold the replay too (bytes/step x steps stored: GBs on Atari)
     fresh: bool = False  # ignore the logdir's checkpoints and start from scratch (new ones are still written)
+    tls_cert: str = ""  # PEM certificate (chain) of the learner: TLS on its port, with --tls-key
+    tls_key: str = ""  # PEM private key of --tls-cert
+    tls_client_ca: str = ""  # PEM CA: every actor must present a certificate it signed (mTLS)
+    token_file: str = ""  # file holding the token every actor must send (else UNAUTHENTICATED)
+    insecure: bool = False  # allow plain TCP with no token off loopback (anyone who reaches the port takes part)
+    target_from: str = "trusted"  # whose episodes can end a run on --target-return: trusted or any (see README)
 
 
 def env_config_for(config: LearnerConfig) -> tuple[pb.EnvConfig, int]:
@@ -159,6 +168,27 @@ def keepalive_options(every_s: float) -> list[tuple[str, int]]:
             ("grpc.keepalive_permit_without_calls", 1)]
 
 
+TARGET_FROM = ("trusted", "any")
+
+
+def secure_server(config: LearnerConfig, options: list[tuple[str, int]]) -> tuple[grpc.aio.Server, int, bool]:
+    """The gRPC server on `config.address` with TLS and the token check as configured: (server,
+    bound port, whether every peer it admits is credentialed by a token or a client certificate).
+    Plaintext with no token off loopback is refused unless `--insecure` (seedfleet/security.py)."""
+    if config.target_from not in TARGET_FROM:
+        raise UsageError(f"--target-from {config.target_from!r}: choose from {', '.join(TARGET_FROM)}")
+    token = read_token(config.token_file)
+    credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
+    require_protection(config.address, credentials is not None, token is not None, config.insecure, "learner")
+    with spawned_threads_named("grpc"):  # gRPC's poller
+        server = grpc.aio.server(options=options, interceptors=[TokenCheck(token)] if token else None)
+    if credentials is None:
+        port = server.add_insecure_port(config.address)
+    else:
+        port = server.add_secure_port(config.address, credentials)
+    return server, port, token is not None or bool(config.tls_client_ca)
+
+
 @dataclass
 class Learner:
     """The parts of one learner, wired: gRPC server and health service, batcher and
@@ -187,12 +217,18 @@ class Learner:
         logdir = Path(config.logdir or f"runs/{config.env.replace('/', '_')}-{config.algo}-seed{config.seed}")
         logdir.mkdir(parents=True, exist_ok=True)
         env_config, frame_skip = env_config_for(config)
+        spec = EnvSpec.from_proto(env_config)
+        server, port, credentialed = secure_server(config, [  # before the agent: a refusal comes at once
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", max_message_bytes(spec, config.max_envs_per_stream)),
+            *keepalive_options(config.keepalive_s),
+        ])
+        address = config.address if config.address.startswith("unix:") else f"localhost:{port}"
         with spawned_threads_named("tf"):  # TensorFlow's pools start with its first op
             tf.random.set_seed(config.seed)
             device = compute_device()
             with tf.device(device):
                 agent = make_agent(config, algo_config, network, env_config, device, frame_skip)
-        spec = EnvSpec.from_proto(env_config)
         log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s", config.algo, config.env, spec.obs_shape,
                  spec.obs_dtype, spec.num_actions, device, resolve_compute_dtype(network.compute_dtype, device))
 
@@ -204,18 +240,11 @@ class Learner:
         batcher = DynamicBatcher(
             engine.process, executor, config.inference_batch_size, config.inference_timeout_ms / 1000, size_of=len
         )
-        with spawned_threads_named("grpc"):  # gRPC's poller
-            server = grpc.aio.server(options=[
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", max_message_bytes(spec, config.max_envs_per_stream)),
-                *keepalive_options(config.keepalive_s),
-            ])
         bounds = observation_bounds(config.env) if config.check_observation_bounds else None
         add_to_server(LearnerService(env_config, engine, batcher, executor, config.max_envs, config.max_abs_reward,
-                                     config.max_envs_per_stream, config.stream_idle_s, bounds), server)
+                                     config.max_envs_per_stream, config.stream_idle_s, bounds,
+                                     trust_every_peer=credentialed or config.target_from == "any"), server)
         health = await add_health(server)  # grpc.health.v1: SERVING from start to stop
-        port = server.add_insecure_port(config.address)
-        address = config.address if config.address.startswith("unix:") else f"localhost:{port}"
         if train:
             trainer = algorithm(config.algo).make_trainer(agent, queue, metrics, device, algo_config, config.seed)
         else:

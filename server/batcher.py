@@ -11,7 +11,9 @@ batch). Each request's result goes back to its own caller's future.
 A stream counts as active while it has submitted within the last `quiet_after_s`: a
 stream that goes quiet (a stalled or silent peer, one that said Hello and nothing more)
 stops holding the others' batches back after that long, instead of costing every batch
-the full timeout.
+the full timeout. The count of active streams is cached: it is counted again only when
+the earliest counted stream could have gone quiet, or when a stream opens, closes or
+comes back from quiet, so a wake-up costs O(1), not a pass over every stream.
 
 The waits use `asyncio.timeout`, not `asyncio.wait_for`: on Python 3.11, wait_for returns
 normally when a cancel arrives just as the awaited event fires (CPython gh-86296), and a
@@ -22,6 +24,7 @@ sets a flag the loop checks, so no single cancel has to land.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any
@@ -50,6 +53,8 @@ class DynamicBatcher:
         self.quiet_after_s = quiet_after_s
         self._last_submit: dict[int, float] = {}  # open stream -> loop time it last submitted (or opened)
         self._next_stream = 0
+        self._active = 0  # streams active at the last count
+        self._recount_at = -math.inf  # loop time from which that count may be stale
         self._stopping = False
 
     def start(self) -> None:
@@ -69,14 +74,19 @@ class DynamicBatcher:
         """A caller that may submit from now on; returns the token it submits with."""
         self._next_stream += 1
         self._last_submit[self._next_stream] = asyncio.get_running_loop().time()
+        self._recount_at = -math.inf
         return self._next_stream
 
     def stream_closed(self, stream: int) -> None:
         self._last_submit.pop(stream, None)
+        self._recount_at = -math.inf
 
     async def submit(self, request: Any, stream: int | None = None) -> Any:
         loop = asyncio.get_running_loop()
-        if stream in self._last_submit:
+        last = self._last_submit.get(stream)
+        if last is not None:
+            if last < loop.time() - self.quiet_after_s:  # back from quiet: one more active stream
+                self._recount_at = -math.inf
             self._last_submit[stream] = loop.time()
         future = loop.create_future()
         self._pending.append((request, future, loop.time()))
@@ -87,9 +97,17 @@ class DynamicBatcher:
     def _ready(self) -> bool:
         if self._pending_envs >= self.max_batch_envs:
             return True
-        since = asyncio.get_running_loop().time() - self.quiet_after_s
-        active = sum(last >= since for last in self._last_submit.values())
-        return 0 < active <= len(self._pending)
+        return 0 < self._active_streams() <= len(self._pending)
+
+    def _active_streams(self) -> int:
+        """Streams that submitted (or opened) within the last quiet_after_s."""
+        now = asyncio.get_running_loop().time()
+        if now >= self._recount_at:
+            since = now - self.quiet_after_s
+            active = [last for last in self._last_submit.values() if last >= since]
+            self._active = len(active)
+            self._recount_at = min(active) + self.quiet_after_s if active else math.inf
+        return self._active
 
     def _take_batch(self) -> list[tuple[Any, asyncio.Future]]:
         """Up to max_batch_envs of the oldest requests; callers gone away (a dead stream) are dropped."""

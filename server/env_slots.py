@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from algorithms.agent import ROW_FIELDS, Agent, Unroll
+from algorithms.agent import ROW_FIELDS, Agent, SequenceLayout, Unroll
 from seedfleet.envs import StepBatch
 from seedfleet.wire import EnvSpec
 
@@ -27,17 +27,14 @@ class EnvSlots:
     def __init__(
         self,
         capacity: int,
-        unroll_length: int,
+        layout: SequenceLayout,
         obs_shape: tuple[int, ...],
         obs_dtype: np.dtype,
         extras_spec: dict[str, tuple[tuple[int, ...], np.dtype]],
         initial_state: Callable[[int], StateArrays],
-        overlap: int = 1,
     ):
-        if not 1 <= overlap <= unroll_length:
-            raise ValueError(f"overlap must be in 1..{unroll_length}, got {overlap}")
-        self.rows_per_unroll = unroll_length + 1
-        self.overlap = overlap
+        self.rows_per_unroll = layout.rows
+        self.overlap = layout.overlap
         shape = (capacity, self.rows_per_unroll)
         self.rows: dict[str, np.ndarray] = {
             "observation": np.zeros(shape + tuple(obs_shape), obs_dtype),
@@ -58,16 +55,17 @@ class EnvSlots:
         self.episode_return = np.zeros(capacity, np.float64)
         self.episode_length = np.zeros(capacity, np.int64)
         self.evaluation = np.zeros(capacity, bool)  # evaluation envs: never trained on
+        self.trusted = np.ones(capacity, bool)  # their episodes count for the target return
 
     @classmethod
     def for_agent(cls, capacity: int, agent: Agent, spec: EnvSpec) -> EnvSlots:
         """Slots for `capacity` envs of `spec`, laid out as `agent` trains."""
-        return cls(capacity, agent.layout.length, spec.obs_shape, spec.obs_dtype, agent.extras_spec,
-                   agent.initial_state, overlap=agent.layout.overlap)
+        return cls(capacity, agent.layout, spec.obs_shape, spec.obs_dtype, agent.extras_spec, agent.initial_state)
 
-    def reset(self, lo: int, hi: int, evaluation: bool = False) -> None:
+    def reset(self, lo: int, hi: int, evaluation: bool = False, trusted: bool = True) -> None:
         """Forgets envs lo..hi-1: a new actor owns them. Their partial unrolls are dropped."""
         self.evaluation[lo:hi] = evaluation
+        self.trusted[lo:hi] = trusted
         self.length[lo:hi] = 0
         self.episode_return[lo:hi] = 0
         self.episode_length[lo:hi] = 0

@@ -47,8 +47,8 @@ class InferenceEngine:
         self.unrolls = unrolls
         self.metrics = metrics
 
-    def reset(self, lo: int, hi: int, evaluation: bool = False) -> None:
-        self.slots.reset(lo, hi, evaluation)
+    def reset(self, lo: int, hi: int, evaluation: bool = False, trusted: bool = True) -> None:
+        self.slots.reset(lo, hi, evaluation, trusted)
         self.agent.assign_envs(lo, hi, evaluation)
 
     def process(self, requests: Sequence[StepRequest]) -> list[np.ndarray | PolicyOutputError]:
@@ -83,7 +83,8 @@ class InferenceEngine:
             env_ids, step, actions, extras, pre_state, new_state
         )
         evaluating = int(self.slots.evaluation[env_ids].sum())
-        self.metrics.add_inference(len(env_ids) - evaluating, evaluating, returns, lengths, evaluation)
+        trusted = self.slots.trusted[env_ids[step.terminated | step.truncated]]
+        self.metrics.add_inference(len(env_ids) - evaluating, evaluating, returns, lengths, evaluation, trusted)
         if unrolls is not None:
             self.unrolls.put(unrolls)
         served = iter(np.split(actions, np.cumsum([n for n, bad in zip(sizes, refused, strict=True) if not bad])[:-1]))

@@ -86,7 +86,8 @@ async def serve(
         # The signal handlers stay until the summary is written: a second SIGTERM (timeout(1)
         # signals the process and then its group) must not kill the teardown half way.
         await learner.stop(last_checkpoint=reason not in LEARNER_FAILURES)
-        summary = {"env": config.env, "algo": config.algo, **snapshot, "stop_reason": reason}
+        summary = {"env": config.env, "algo": config.algo, **snapshot, "stop_reason": reason,
+                   "unrolls": learner.queue.accounting(), "learner_steps_at_exit": learner.metrics.learner_steps}
         write_summary(learner.logdir / "summary.json", **summary)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)

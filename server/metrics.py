@@ -30,6 +30,9 @@ class Metrics:
         self._lengths: deque[int] = deque(maxlen=window)
         self.eval_episodes = 0
         self._eval_returns: deque[float] = deque(maxlen=window)  # evaluation envs, reported apart
+        # The episodes of trusted streams only (server/service.py), training and evaluation: the target's windows.
+        self._target_returns: deque[float] = deque(maxlen=window)
+        self._target_eval_returns: deque[float] = deque(maxlen=window)
         self._new_eval_returns: list[float] = []
         self._new_returns: list[float] = []
         self._new_lengths: list[int] = []
@@ -44,7 +47,8 @@ class Metrics:
                     "learner_steps": self.learner_steps, "eval_episodes": self.eval_episodes,
                     "elapsed_s": time.monotonic() - self.start,
                     "returns": list(self._returns), "lengths": list(self._lengths),
-                    "eval_returns": list(self._eval_returns)}
+                    "eval_returns": list(self._eval_returns), "target_returns": list(self._target_returns),
+                    "target_eval_returns": list(self._target_eval_returns)}
 
     def restore(self, state: dict) -> None:
         """Continues from a checkpoint's `state()`: counters, episode windows and elapsed time."""
@@ -56,13 +60,20 @@ class Metrics:
             self._returns.extend(state["returns"])
             self._lengths.extend(state["lengths"])
             self._eval_returns.extend(state["eval_returns"])
+            self._target_returns.extend(state.get("target_returns", state["returns"]))  # older checkpoints: all
+            self._target_eval_returns.extend(state.get("target_eval_returns", state["eval_returns"]))
             self._interval_start = (self.env_steps + self.eval_env_steps, self.inference_calls)
 
     def add_inference(self, env_steps: int, eval_env_steps: int, returns: np.ndarray, lengths: np.ndarray,
-                      evaluation: np.ndarray) -> None:
+                      evaluation: np.ndarray, trusted: np.ndarray | None = None) -> None:
         """One inference batch: `env_steps` training and `eval_env_steps` evaluation envs stepped,
-        and the episodes that ended (`evaluation` marks those of evaluation envs)."""
+        and the episodes that ended (`evaluation` marks those of evaluation envs, `trusted`
+        those that count for the target return; default all)."""
         with self._lock:
+            counted = returns if trusted is None else returns[trusted]
+            counted_evaluation = evaluation if trusted is None else evaluation[trusted]
+            self._target_eval_returns.extend(counted[counted_evaluation].tolist())
+            self._target_returns.extend(counted[~counted_evaluation].tolist())
             self.env_steps += env_steps
             self.eval_env_steps += eval_env_steps
             self.inference_calls += 1
@@ -101,10 +112,10 @@ class Metrics:
             return float(np.mean(self._eval_returns)) if self._eval_returns else math.nan
 
     def target_reached(self, target: float) -> bool:
-        """The mean over a full window of 100 episodes reaches `target`: evaluation
-        episodes once there are any, training episodes otherwise."""
+        """The mean over a full window of 100 episodes of trusted streams reaches `target`:
+        evaluation episodes once there are any, training episodes otherwise."""
         with self._lock:
-            window = self._eval_returns if self._eval_returns else self._returns
+            window = self._target_eval_returns if self._target_eval_returns else self._target_returns
             return len(window) == window.maxlen and float(np.mean(window)) >= target
 
     def summary(self) -> dict:

@@ -17,6 +17,7 @@ import grpc
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from seedfleet.security import is_local_peer
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from seedfleet.wire import PROTOCOL_VERSION, EnvSpec, WireError, decode_steps, encode_actions
@@ -87,6 +88,7 @@ class LearnerService(pb_grpc.LearnerServicer):
         max_envs_per_stream: int = 256,
         idle_s: float = math.inf,
         observation_bounds: tuple[np.ndarray, np.ndarray] | None = None,
+        trust_every_peer: bool = True,
     ):
         self.env_config = env_config
         self.spec = EnvSpec.from_proto(env_config)
@@ -98,6 +100,7 @@ class LearnerService(pb_grpc.LearnerServicer):
         self.max_envs_per_stream = min(max_envs_per_stream, capacity)
         self.idle_s = idle_s
         self.observation_bounds = observation_bounds
+        self.trust_every_peer = trust_every_peer  # else only loopback peers' episodes count for the target
 
     async def Act(self, request_iterator, context: grpc.aio.ServicerContext):
         messages = aiter(_parsed(request_iterator, context))
@@ -127,11 +130,14 @@ class LearnerService(pb_grpc.LearnerServicer):
         peer = f"{context.peer()} run {hello.run_id:016x} envs {lo}..{hi - 1}"
         if hello.evaluation:
             peer += " (evaluation)"
+        trusted = self.trust_every_peer or is_local_peer(context.peer())
+        if not trusted:
+            peer += " (untrusted: its episodes do not count for --target-return)"
         stream: int | None = None  # the batcher's token, once this stream may submit
         try:
             # The inference thread owns the per-env state: reset it there, in order.
             await asyncio.get_running_loop().run_in_executor(
-                self.executor, self.engine.reset, lo, hi, hello.evaluation
+                self.executor, self.engine.reset, lo, hi, hello.evaluation, trusted
             )
             config = pb.EnvConfig()
             config.CopyFrom(self.env_config)

@@ -25,6 +25,8 @@ class UnrollQueue:
         self._size = 0
         self._closed = False
         self._cond = threading.Condition()
+        self.accepted = 0  # unrolls put, over the queue's life
+        self.taken = 0  # unrolls handed to the trainer
 
     def __len__(self) -> int:
         return self._size
@@ -39,6 +41,7 @@ class UnrollQueue:
                 return False
             self._chunks.append(chunk)
             self._size += chunk.size
+            self.accepted += chunk.size
             self._cond.notify_all()
             return True
 
@@ -60,6 +63,7 @@ class UnrollQueue:
                 parts.append(chunk)
                 need -= n
             self._size -= batch_size
+            self.taken += batch_size
             self._cond.notify_all()
         return Unroll.concat(parts)
 
@@ -70,8 +74,14 @@ class UnrollQueue:
                 return None
             chunk = self._chunks.popleft()
             self._size -= chunk.size
+            self.taken += chunk.size
             self._cond.notify_all()
             return chunk
+
+    def accounting(self) -> dict[str, int]:
+        """Every unroll accepted was taken by the trainer or is still here: accepted == taken + left."""
+        with self._cond:
+            return {"accepted": self.accepted, "taken": self.taken, "left": self._size}
 
     def close(self) -> None:
         with self._cond:

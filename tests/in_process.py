@@ -23,8 +23,8 @@ def train(agent, env_id: str, num_envs: int, max_env_steps: int, seed: int = 0, 
     `agent.learn`). Returns (episode returns in order, env steps)."""
     on_batch = on_batch or agent.learn
     envs = EnvBatch(env_id, num_envs, atari_settings(env_id), num_threads=1)
-    slots = EnvSlots(num_envs, agent.layout.length, envs.observation_shape, envs.observation_dtype,
-                     agent.extras_spec, agent.initial_state, overlap=agent.layout.overlap)
+    slots = EnvSlots(num_envs, agent.layout, envs.observation_shape, envs.observation_dtype, agent.extras_spec,
+                     agent.initial_state)
     queue = UnrollQueue(10 * agent.batch_size, agent.batch_size)
     metrics = Metrics(envs.frame_skip)
     engine = InferenceEngine(agent, slots, queue, metrics, "/CPU:0")

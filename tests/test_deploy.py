@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Proc
 
+from deploy.certs import make_credentials
 from deploy.cli import build_parser
 from deploy.requirements import requirements
 
@@ -59,7 +60,7 @@ def test_dockerfile_targets_entrypoint_user_and_healthcheck():
     assert '"/src[actor]"' in actor and "HEALTHCHECK" not in actor
     assert re.search(r'^HEALTHCHECK .*CMD \["python", "-m", "deploy.healthcheck"\]$', learner, re.M)
     ignored = (ROOT / ".dockerignore").read_text().split()
-    assert {".git", ".venv", "runs", "**/__pycache__", ".pytest_cache", ".ruff_cache"} <= set(ignored)
+    assert {".git", ".venv", "runs", "**/__pycache__", ".pytest_cache", ".ruff_cache", "deploy/secrets"} <= set(ignored)
 
 
 def test_the_actor_image_installs_no_tensorflow():
@@ -87,6 +88,10 @@ def test_compose_file_resolves_with_its_defaults():
     assert "deploy.healthcheck" in learner["healthcheck"]["test"]
     assert [(v["source"], v["target"]) for v in learner["volumes"]] == [("data", "/data")]
     assert learner["working_dir"] == "/data"
+    for service in (learner, actor):  # the token is a file secret, not a command line or a variable's value
+        assert [(s["source"], s["target"]) for s in service["secrets"]] == [("token", "/run/secrets/token")]
+        assert service["environment"]["SEEDFLEET_TOKEN_FILE"] == "/run/secrets/token"
+    assert compose_config()["secrets"]["token"]["file"] == str(ROOT / "deploy" / "secrets" / "token")
 
     assert actor["environment"]["SEEDFLEET_LEARNER"] == "learner:8470"
     assert actor["environment"]["SEEDFLEET_ENVS"] == "32"
@@ -145,9 +150,11 @@ def test_make_targets_build_and_start_the_fleet():
     assert "--target actor -t seedfleet-actor ." in images
     assert "--target learner --build-arg LEARNER_EXTRA=learner" in images and "-t seedfleet-learner ." in images
     assert "LEARNER_EXTRA=gpu" in dry("images", "GPU=1") and "-t seedfleet-learner:gpu ." in dry("images", "GPU=1")
-    fleet = dry("fleet", "ACTORS=8", "ENV=ALE/Breakout-v5", "ENVS=16")
-    assert fleet.strip() == ("SEEDFLEET_ENV='ALE/Breakout-v5' SEEDFLEET_ENVS='16' docker compose "
-                             "-f deploy/docker-compose.yml up --detach --scale actor=8")
+    fleet = dry("fleet", "ACTORS=8", "ENV=ALE/Breakout-v5", "ENVS=16").strip().splitlines()
+    assert fleet[-1] == ("SEEDFLEET_ENV='ALE/Breakout-v5' SEEDFLEET_ENVS='16' docker compose "
+                         "-f deploy/docker-compose.yml up --detach --scale actor=8")
+    assert fleet[:-1] == ([] if (ROOT / "deploy" / "secrets" / "token").exists()  # the token secret, once
+                          else ["python3 -m deploy.certs deploy/secrets"])
     assert "SEEDFLEET_SEED" not in dry("fleet")  # SEED's make default is make run's, not the fleet's
     assert "-f deploy/docker-compose.gpu.yml down" in dry("fleet-down", "GPU=1")
 
@@ -163,12 +170,15 @@ class LocalFleet:
     becomes this Python's `-m deploy.cli`, each volume a directory under `root`, and the learner's gRPC port
     a free one on loopback, for the learner's [::] and the actors' `learner` host alike."""
 
-    def __init__(self, services: dict, root: Path, procs: list):
+    def __init__(self, config: dict, root: Path, procs: list):
         assert re.findall(r"^ENTRYPOINT (.+)$", DOCKERFILE.read_text(), re.M) == ['["seedfleet"]'] * 2
-        self.services, self.root, self.procs = services, root, procs
-        learner = services["learner"]
+        self.services, self.root, self.procs = config["services"], root, procs
+        learner = self.services["learner"]
         self.grpc_port, self.port = learner["ports"][0]["target"], free_port()
         self.mounts = {v["target"]: root / v["source"] for v in learner["volumes"]}
+        secrets = config.get("secrets", {})  # file secrets: mounted at their target, read where they are
+        self.mounts |= {s["target"]: Path(secrets[s["source"]]["file"])
+                        for service in self.services.values() for s in service.get("secrets", ())}
 
     def local(self, value: str) -> str:
         for target, directory in self.mounts.items():
@@ -209,9 +219,10 @@ def progress_frames(lines: list[str]) -> list[int]:
 
 def test_compose_services_run_as_local_processes(tmp_path, procs):
     """The learner and two actors with their resolved compose commands and environments: healthy, then frames flow."""
-    services = compose_config(SEEDFLEET_ENV="CartPole-v1", SEEDFLEET_ENVS="4", SEEDFLEET_SEED="1",
-                              SEEDFLEET_PROGRESS_INTERVAL_S="1")["services"]
-    fleet = LocalFleet(services, tmp_path, procs)
+    make_credentials(tmp_path / "secrets")
+    config = compose_config(SEEDFLEET_ENV="CartPole-v1", SEEDFLEET_ENVS="4", SEEDFLEET_SEED="1",
+                            SEEDFLEET_PROGRESS_INTERVAL_S="1", SEEDFLEET_SECRETS=str(tmp_path / "secrets"))
+    fleet = LocalFleet(config, tmp_path, procs)
     learner = fleet.start("learner")
     fleet.wait_until_healthy(learner)
     actors = [fleet.start("actor") for _ in range(2)]
@@ -231,7 +242,7 @@ def test_a_wrong_flag_in_compose_fails_the_local_run(tmp_path, procs):
     text = COMPOSE_FILE.read_text().replace('command: ["learner"]', 'command: ["learner", "--no-such-flag"]')
     broken = tmp_path / "docker-compose.yml"
     broken.write_text(text.replace("context: ..", f"context: {ROOT}"))
-    fleet = LocalFleet(compose_config(broken)["services"], tmp_path, procs)
+    fleet = LocalFleet(compose_config(broken), tmp_path, procs)
     learner = fleet.start("learner")
     with pytest.raises(AssertionError, match="the learner exited"):
         fleet.wait_until_healthy(learner)

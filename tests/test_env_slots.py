@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from algorithms.agent import SequenceLayout
 from seedfleet.envs import StepBatch
 from server.env_slots import EnvSlots
 
@@ -12,7 +13,8 @@ def make_slots(capacity=4):
     def initial_state(n):
         return {"h": np.zeros((n, 2), np.float32)}
 
-    return EnvSlots(capacity, T, (2,), np.dtype(np.float32), {"logits": ((3,), np.dtype(np.float32))}, initial_state)
+    return EnvSlots(capacity, SequenceLayout(T), (2,), np.dtype(np.float32), {"logits": ((3,), np.dtype(np.float32))},
+                    initial_state)
 
 
 def step(env_ids, t, first=None, terminated=None, reward=None):
@@ -103,8 +105,8 @@ def test_longer_overlaps_keep_every_transition_and_the_matching_start_state():
     def initial_state(n):
         return {"h": np.zeros((n, 2), np.float32)}
 
-    slots = EnvSlots(2, 5, (2,), np.dtype(np.float32), {"logits": ((3,), np.dtype(np.float32))},
-                     initial_state, overlap=3)
+    slots = EnvSlots(2, SequenceLayout(5, overlap=3), (2,), np.dtype(np.float32),
+                     {"logits": ((3,), np.dtype(np.float32))}, initial_state)
     emitted = []
     for t in range(14):
         unrolls, *_ = feed(slots, [0], t, first=[t == 0])

@@ -1,54 +1,16 @@
 """The learner against real actors and hand-made streams, over loopback gRPC."""
 
-import queue
 import re
 import time
-from pathlib import Path
 
 import grpc
-import numpy as np
 import pytest
 from conftest import Proc, seedfleet, start_learner
+from raw_streams import RawActor, cartpole_steps, rss_mib
 
-from seedfleet.envs import StepBatch
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
-from seedfleet.wire import PROTOCOL_VERSION, decode_actions, encode_steps
-
-
-class RawActor:
-    """A hand-driven stream: what a buggy or hostile actor could send."""
-
-    def __init__(self, address: str, num_envs: int, run_id: int = 1234):
-        self.channel = grpc.insecure_channel(address)
-        self.outbox: queue.Queue = queue.Queue()
-        self.replies = pb_grpc.LearnerStub(self.channel).Act(iter(self.outbox.get, None))
-        hello = pb.Hello(run_id=run_id, num_envs=num_envs, protocol_version=PROTOCOL_VERSION)
-        self.outbox.put(pb.ActorMessage(hello=hello))
-        self.config = next(self.replies).config
-
-    def send(self, message: pb.ActorMessage) -> pb.LearnerMessage:
-        self.outbox.put(message)
-        return next(self.replies)
-
-    def close(self):
-        self.outbox.put(None)
-        self.channel.close()
-
-
-def cartpole_steps(env_ids, nan_reward=False, drop_byte=False, first=False):
-    n = len(env_ids)
-    batch = StepBatch(
-        observations=np.zeros((n, 4), np.float32),
-        rewards=np.full(n, np.nan if nan_reward else 1.0, np.float32),
-        terminated=np.zeros(n, bool),
-        truncated=np.zeros(n, bool),
-        first=np.full(n, first),
-    )
-    message = encode_steps(np.asarray(env_ids), batch)
-    if drop_byte:
-        message.steps.observations = message.steps.observations[:-1]
-    return message
+from seedfleet.wire import PROTOCOL_VERSION, decode_actions
 
 
 def frames_seen(learner: Proc) -> int:
@@ -171,11 +133,6 @@ def test_unparseable_bytes_get_invalid_argument(learner):
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "unparseable ActorMessage" in error.value.details()
     channel.close()
-
-
-def rss_mib(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
 
 
 def test_messages_larger_than_the_handshake_allows_are_refused_and_leave_no_memory_behind(learner):

@@ -16,8 +16,7 @@ from server.unroll_queue import UnrollQueue
 def test_evaluation_envs_steps_are_counted_apart_from_the_frame_budget():
     agent = ImpalaAgent(ImpalaConfig(unroll_length=4, batch_size=2), NetworkConfig(jit_compile=False),
                         AgentContext((4,), np.dtype(np.float32), 2, seed=0))
-    slots = EnvSlots(8, agent.layout.length, (4,), np.dtype(np.float32), agent.extras_spec, agent.initial_state,
-                     overlap=agent.layout.overlap)
+    slots = EnvSlots(8, agent.layout, (4,), np.dtype(np.float32), agent.extras_spec, agent.initial_state)
     metrics = Metrics(frame_skip=4)
     engine = InferenceEngine(agent, slots, UnrollQueue(16, 2), metrics, "/CPU:0")
     engine.reset(0, 5)

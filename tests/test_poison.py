@@ -3,6 +3,7 @@ action out of range) are refused for their own request only; nothing of them rea
 actor, the slots or the trainer."""
 
 import numpy as np
+import tensorflow as tf
 
 from algorithms.agent import AgentContext, Unroll
 from algorithms.impala.agent import ImpalaAgent
@@ -16,11 +17,31 @@ from server.metrics import Metrics
 from server.unroll_queue import UnrollQueue
 
 
+class PolicyPoisonedByInf:
+    """The real agent, except that an infinite observation gives NaN logits and action
+    `num_actions`, as sampling from NaN logits does. Whether the network itself gets there
+    depends on the CPU: oneDNN's AVX-512 ReLU maps NaN to 0 and the logits stay finite, its
+    AVX2 one passes NaN on. The engine must refuse such outputs on any hardware."""
+
+    def __init__(self, agent: ImpalaAgent):
+        self.agent = agent
+
+    def __getattr__(self, name):
+        return getattr(self.agent, name)
+
+    def act(self, observations, rewards, first, env_ids, state):
+        actions, extras, new_state = self.agent.act(observations, rewards, first, env_ids, state)
+        poisoned = ~np.isfinite(observations).all(axis=1)
+        logits = np.where(poisoned[:, None], np.nan, extras["logits"].numpy())
+        actions = np.where(poisoned, self.agent.num_actions, actions.numpy())
+        return tf.constant(actions), {"logits": tf.constant(logits)}, new_state
+
+
 def make_engine():
-    agent = ImpalaAgent(ImpalaConfig(unroll_length=2, batch_size=1), NetworkConfig(jit_compile=False),
-                        AgentContext((4,), np.dtype(np.float32), 2, seed=0))
-    slots = EnvSlots(8, agent.layout.length, (4,), np.dtype(np.float32), agent.extras_spec, agent.initial_state,
-                     overlap=agent.layout.overlap)
+    agent = PolicyPoisonedByInf(ImpalaAgent(ImpalaConfig(unroll_length=2, batch_size=1),
+                                            NetworkConfig(jit_compile=False),
+                                            AgentContext((4,), np.dtype(np.float32), 2, seed=0)))
+    slots = EnvSlots(8, agent.layout, (4,), np.dtype(np.float32), agent.extras_spec, agent.initial_state)
     queue = UnrollQueue(64, 1)
     engine = InferenceEngine(agent, slots, queue, Metrics(frame_skip=1), "/CPU:0")
     engine.reset(0, 8)
@@ -37,7 +58,7 @@ def request(env_ids, observations):
 def test_a_poisoned_request_is_refused_and_the_rest_of_its_batch_served():
     engine, queue = make_engine()
     good = request([0, 1, 2], np.random.default_rng(0).normal(size=(3, 4)))
-    poisoned = request([3, 4], [[np.inf, 0.0, 0.0, 0.0]] * 2)  # NaN logits: sampling gives action 2 of 2
+    poisoned = request([3, 4], [[np.inf, 0.0, 0.0, 0.0]] * 2)  # NaN logits, action 2 of 2
     later = request([5], np.ones((1, 4)))
     for _ in range(3):  # enough rows for whole unrolls of the served envs
         served, refused, served_later = engine.process([good, poisoned, later])
