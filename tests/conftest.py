@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -63,6 +65,24 @@ class Proc:
 
 def seedfleet(*args: str) -> list[str]:
     return [sys.executable, "-m", "deploy.cli", *args]
+
+
+def tool(name: str) -> str:
+    """A command the dev extra (or make) installs beside this Python, else on PATH."""
+    beside = Path(sys.executable).with_name(name)
+    found = str(beside) if beside.exists() else shutil.which(name)
+    assert found, f"{name} is missing: make install .venv/bin/kustomize"
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def progress_frames(lines: list[str]) -> list[int]:
+    return [int(m.group(1).replace(",", "")) for m in (re.match(r"^frames ([\d,]+) ", line) for line in lines) if m]
 
 
 def start_learner(*args: str, address: str = "127.0.0.1:0") -> tuple[Proc, str]:

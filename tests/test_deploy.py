@@ -4,9 +4,7 @@ Compose parser on the compose files, and the resolved services started as local 
 import json
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,7 +12,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Proc
+from conftest import ROOT, Proc, free_port, progress_frames, tool
 
 from deploy.certs import make_credentials
 from deploy.cli import build_parser
@@ -23,14 +21,6 @@ from deploy.requirements import requirements
 COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"
 GPU_FILE = ROOT / "deploy" / "docker-compose.gpu.yml"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
-
-
-def tool(name: str) -> str:
-    """A command the dev extra installs beside this Python, else on PATH."""
-    beside = Path(sys.executable).with_name(name)
-    found = str(beside) if beside.exists() else shutil.which(name)
-    assert found, f"{name} is missing: pip install -e '.[dev]'"
-    return found
 
 
 def compose_config(*files: Path, **settings: str) -> dict:
@@ -159,12 +149,6 @@ def test_make_targets_build_and_start_the_fleet():
     assert "-f deploy/docker-compose.gpu.yml down" in dry("fleet-down", "GPU=1")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class LocalFleet:
     """Resolved compose services started as processes on this machine: the image's entrypoint `seedfleet`
     becomes this Python's `-m deploy.cli`, each volume a directory under `root`, and the learner's gRPC port
@@ -211,10 +195,6 @@ class LocalFleet:
             assert learner.popen.poll() is None, f"the learner exited:\n{learner.output()[-3000:]}"
             assert time.monotonic() < deadline, f"no SERVING within {timeout} s:\n{learner.output()[-3000:]}"
             time.sleep(1)
-
-
-def progress_frames(lines: list[str]) -> list[int]:
-    return [int(m.group(1).replace(",", "")) for m in (re.match(r"^frames ([\d,]+) ", line) for line in lines) if m]
 
 
 def test_compose_services_run_as_local_processes(tmp_path, procs):

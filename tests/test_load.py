@@ -10,3 +10,6 @@ def test_a_short_load_run_is_served_without_errors():
     latency = results["latency_ms"]
     assert 0 < latency["p50"] <= latency["p99"] <= latency["p99.9"]
     assert results["learner_rss_mib"]["max"] > 100
+    assert results["learner_cpu_s"] > 0 and results["env_steps_per_learner_cpu_s"] > 0
+    by_thread = results["by_thread_us_per_env_step"]
+    assert "inference" in by_thread and abs(sum(by_thread.values()) - results["learner_cpu_us_per_env_step"]) < 1

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from algorithms import optim
 from algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
+from algorithms.distribute import DataParallel
 from algorithms.impala.config import ImpalaConfig
 from algorithms.impala.loss import impala_loss
 from algorithms.networks import NetworkConfig, PolicyValueNet
@@ -26,12 +27,17 @@ class ImpalaAgent(tf.Module):
         if config.epochs < 1:
             raise UsageError(f"epochs must be at least 1, got {config.epochs}")
         self.config = config
-        self.net = PolicyValueNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
-        self.optimizer = optim.build(
-            optim.make_optimizer(config.optimizer, config.learning_rate, config.optimizer_epsilon,
-                                 decay_steps * config.epochs, config.rmsprop_decay),
-            self.net.trainable_variables,
-        )
+        self.devices = DataParallel(env.train_devices)
+        if config.batch_size % self.devices.replicas:
+            raise UsageError(f"--batch-size {config.batch_size} does not split over {self.devices.replicas} "
+                             "training devices: make it a multiple of --train-devices")
+        with self.devices.scope():
+            self.net = PolicyValueNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
+            self.optimizer = optim.build(
+                optim.make_optimizer(config.optimizer, config.learning_rate, config.optimizer_epsilon,
+                                     decay_steps * config.epochs, config.rmsprop_decay),
+                self.net.trainable_variables,
+            )
         self.layout = SequenceLayout(config.unroll_length, overlap=1)
         self.num_actions = env.num_actions
         self.batch_size = config.batch_size
@@ -40,7 +46,16 @@ class ImpalaAgent(tf.Module):
         signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
         self.act = tf.function(self._act, input_signature=signature)
         self.policy = tf.function(self._policy, input_signature=signature)
-        self.learn = tf.function(self._learn, jit_compile=network.jit_compile)
+        # XLA compiles the whole step on one device; with several, each device's gradients.
+        several = self.devices.strategy is not None
+        self._gradients = tf.function(self._shard_gradients, jit_compile=network.jit_compile) if several \
+            else self._shard_gradients
+        self._step = tf.function(self._learn, jit_compile=network.jit_compile and not several)
+
+    def learn(self, batch: Unroll) -> dict:
+        """`epochs` gradient steps on a batch of unrolls given batch-major ([B, T+1, ...]),
+        shared out over the training devices (algorithms/distribute.py)."""
+        return self._step(self.devices.shard(batch))
 
     def checkpointed(self) -> dict[str, tf.Module]:
         """What a checkpoint holds: the network and the optimizer's state."""
@@ -66,19 +81,23 @@ class ImpalaAgent(tf.Module):
         logits, _, new_state = self.net(obs[None], first[None], state)
         return tf.argmax(logits[0], axis=-1, output_type=tf.int32), logits[0], new_state
 
+    def _shard_gradients(self, batch: Unroll) -> tuple[list[tf.Tensor], dict]:
+        """The loss's gradients and metrics on one device's batch-major shard."""
+        with tf.GradientTape() as tape:
+            loss, metrics = impala_loss(self.net, self.config, time_major(batch))
+        return tape.gradient(loss, self.net.trainable_variables), metrics
+
     def _learn(self, batch: Unroll) -> dict:
-        """`epochs` gradient steps on a batch of unrolls given batch-major ([B, T+1, ...]).
+        """The learner step on a batch (one device) or its shards (several).
 
         The metrics are the first step's (the policy as it acted, rho against the actors'
         lag alone), with the last step's mean rho beside them when there are several, and
-        "skipped_steps": the gradient steps left out for a non-finite gradient."""
-        batch = time_major(batch)
+        "skipped_steps": the gradient steps left out for a non-finite gradient. With several
+        devices each metric is the mean of the devices' values."""
         variables = self.net.trainable_variables
         skipped = tf.constant(0.0)
         for epoch in range(self.config.epochs):
-            with tf.GradientTape() as tape:
-                loss, step_metrics = impala_loss(self.net, self.config, batch)
-            grads = tape.gradient(loss, variables)
+            grads, step_metrics = self.devices.mean(self.devices.run(self._gradients, batch))
             grad_norm, applied = optim.apply_clipped(self.optimizer, grads, variables, self.config.max_grad_norm)
             skipped += 1.0 - tf.cast(applied, tf.float32)
             if epoch == 0:

@@ -13,9 +13,11 @@ import tensorflow as tf
 
 from algorithms import optim
 from algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
+from algorithms.distribute import DataParallel
 from algorithms.networks import DuelingQNet, NetworkConfig
 from algorithms.r2d2.config import R2D2Config
 from algorithms.r2d2.loss import q_of_actions, r2d2_loss, sequence_priorities, sequence_td
+from seedfleet.errors import UsageError
 
 EVAL_EPSILON = 0.001  # exploration of evaluation envs
 
@@ -25,10 +27,15 @@ class R2D2Agent(tf.Module):
         """One exploration rate per env id, for `env.max_envs` ids (set_epsilons sets them)."""
         super().__init__()
         self.config = config
-        self.online = DuelingQNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
-        self.target = DuelingQNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
-        self.optimizer = optim.build(optim.make_optimizer("adam", config.learning_rate, config.adam_epsilon),
-                                     self.online.trainable_variables)
+        self.devices = DataParallel(env.train_devices)
+        if config.batch_size % self.devices.replicas:
+            raise UsageError(f"--batch-size {config.batch_size} does not split over {self.devices.replicas} "
+                             "training devices: make it a multiple of --train-devices")
+        with self.devices.scope():
+            self.online = DuelingQNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
+            self.target = DuelingQNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
+            self.optimizer = optim.build(optim.make_optimizer("adam", config.learning_rate, config.adam_epsilon),
+                                         self.online.trainable_variables)
         self.num_actions = env.num_actions
         self.layout = SequenceLayout(config.burn_in + config.unroll_length, overlap=config.burn_in + 1)
         self.batch_size = config.batch_size
@@ -40,7 +47,11 @@ class R2D2Agent(tf.Module):
         signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
         self.act = tf.function(self._act, input_signature=signature)
         self.policy = tf.function(self._policy, input_signature=signature)
-        self.learn = tf.function(self._learn, jit_compile=network.jit_compile)
+        # XLA compiles the whole step on one device; with several, each device's gradients.
+        several = self.devices.strategy is not None
+        self._gradients = tf.function(self._shard_gradients, jit_compile=network.jit_compile) if several \
+            else self._shard_gradients
+        self._step = tf.function(self._learn, jit_compile=network.jit_compile and not several)
         self.initial_priorities = tf.function(self._initial_priorities)
 
     def checkpointed(self) -> dict[str, tf.Module | tf.Variable]:
@@ -104,16 +115,27 @@ class R2D2Agent(tf.Module):
         td, mask = sequence_td(q_taken, tf.reduce_max(q[1:], axis=-1), batch, self.config)
         return sequence_priorities(td, mask, self.config.priority_eta)
 
-    def _learn(self, batch: Unroll, weights=None) -> dict:
+    def learn(self, batch: Unroll, weights: np.ndarray | None = None) -> dict:
         """One step on sampled sequences (batch-major) with their importance weights (none:
-        all 1); returns metrics, "priorities" and "skipped_steps" (1 if a non-finite
-        gradient left the variables as they were: the priorities are then not to be used)."""
-        batch = time_major(batch)
+        all 1), shared out over the training devices (algorithms/distribute.py); returns
+        metrics, "priorities" and "skipped_steps" (1 if a non-finite gradient left the
+        variables as they were: the priorities are then not to be used)."""
         if weights is None:
-            weights = tf.ones([self.batch_size])
+            weights = np.ones(self.batch_size, np.float32)
+        return self._step(*self.devices.shard((batch, weights)))
+
+    def _shard_gradients(self, batch: Unroll, weights: tf.Tensor) -> tuple[list[tf.Tensor], tf.Tensor, dict]:
+        """The loss's gradients, the sequences' new priorities and the metrics on one device's shard."""
         with tf.GradientTape() as tape:
-            loss, priorities, metrics = r2d2_loss(self.online, self.target, self.config, batch, weights)
-        grads = tape.gradient(loss, self.online.trainable_variables)
+            loss, priorities, metrics = r2d2_loss(self.online, self.target, self.config, time_major(batch), weights)
+        return tape.gradient(loss, self.online.trainable_variables), priorities, metrics
+
+    def _learn(self, batch: Unroll, weights: tf.Tensor) -> dict:
+        """The learner step on a batch (one device) or its shards (several; each metric is
+        then the mean of the devices' values)."""
+        grads, priorities, metrics = self.devices.run(self._gradients, batch, weights)
+        grads, metrics, priorities = self.devices.mean(grads), self.devices.mean(metrics), \
+            self.devices.concat(priorities)
         metrics["grad_norm"], applied = optim.apply_clipped(self.optimizer, grads, self.online.trainable_variables,
                                                             self.config.max_grad_norm)
         metrics["skipped_steps"] = 1.0 - tf.cast(applied, tf.float32)
@@ -122,4 +144,3 @@ class R2D2Agent(tf.Module):
             self._copy_target()
         metrics["priorities"] = priorities
         return metrics
-

@@ -1,0 +1,102 @@
+"""Runs with this machine's CPU split into two logical TensorFlow devices, which must be set
+before TensorFlow first lists its devices, hence a process of its own:
+
+  python tests/logical_devices.py cli ARGS...   `seedfleet ARGS...` (deploy.cli) on 2 CPU devices
+  python tests/logical_devices.py agents        one learner step on 2 devices against the same step
+                                                on 1, and checkpoints written on one restored on the
+                                                other, for IMPALA and R2D2; exits non-zero on a mismatch
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+
+def split_cpu(count: int) -> tuple[str, ...]:
+    [cpu] = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+    return tuple(device.name for device in tf.config.list_logical_devices("CPU"))
+
+
+def variables(agent) -> list[np.ndarray]:
+    """Every checkpointed value (networks, optimizer slots, step counters), as arrays."""
+    found = []
+    for module in agent.checkpointed().values():
+        if isinstance(module, tf.Variable):
+            found.append(module.numpy())
+        else:
+            found.extend(np.asarray(v) for v in getattr(module, "variables", ()))
+    return found
+
+
+def assert_same(a, b, what: str, atol: float = 0.0) -> None:
+    va, vb = variables(a), variables(b)
+    assert len(va) == len(vb), (what, len(va), len(vb))
+    for x, y in zip(va, vb, strict=True):
+        np.testing.assert_allclose(x, y, rtol=0, atol=atol, err_msg=what)
+
+
+def check_agents(devices: tuple[str, ...]) -> None:
+    from test_impala import make_batch
+
+    from algorithms.agent import AgentContext
+    from algorithms.impala.agent import ImpalaAgent
+    from algorithms.impala.config import ImpalaConfig
+    from algorithms.networks import NetworkConfig
+    from algorithms.r2d2.agent import R2D2Agent
+    from algorithms.r2d2.config import R2D2Config
+
+    network = NetworkConfig(jit_compile=False, lstm_size=8)
+    makers = {
+        "vtrace": lambda d: ImpalaAgent(ImpalaConfig(unroll_length=6, batch_size=4), network,
+                                        AgentContext((3,), np.dtype(np.float32), 2, seed=0, train_devices=d)),
+        "r2d2": lambda d: R2D2Agent(R2D2Config(burn_in=2, unroll_length=4, batch_size=4, n_step=2), network,
+                                    AgentContext((3,), np.dtype(np.float32), 2, seed=0, train_devices=d)),
+    }
+    for name, make in makers.items():
+        one, two = make(()), make(devices)
+        assert two.devices.replicas == 2 and one.devices.replicas == 1
+        assert_same(one, two, f"{name}: the same initial variables")
+        rng = np.random.default_rng(3)
+        for step in range(3):
+            batch = make_batch(rng, T=6)
+            batch = batch._replace(state=one.initial_state(4), extras={
+                k: rng.normal(size=(4, 7, 2)).astype(np.float32) for k in one.extras_spec})
+            shards = two.devices.strategy.experimental_local_results(two.devices.shard(batch))
+            assert [s.action.shape[0] for s in shards] == [2, 2]  # each device trains on its half
+            np.testing.assert_array_equal(np.concatenate([s.observation for s in shards]), batch.observation)
+            out_one, out_two = one.learn(batch), two.learn(batch)
+            for key in ("loss/total", "grad_norm"):
+                np.testing.assert_allclose(float(out_one[key]), float(out_two[key]), rtol=1e-4,
+                                           err_msg=f"{name} step {step}: {key}")
+            if name == "r2d2":  # one priority per sequence, in the batch's order
+                np.testing.assert_allclose(out_one["priorities"], out_two["priorities"], rtol=1e-4)
+            assert_same(one, two, f"{name}: after learner step {step}", atol=1e-5)
+        with tempfile.TemporaryDirectory() as directory:
+            for source, target_devices in ((two, ()), (one, devices)):
+                path = tf.train.Checkpoint(**source.checkpointed()).write(f"{directory}/{name}")
+                target = make(target_devices)
+                tf.train.Checkpoint(**target.checkpointed()).read(path).assert_existing_objects_matched()
+                assert_same(source, target, f"{name}: restored on {len(target_devices) or 1} device(s)")
+                obs = np.random.default_rng(1).normal(size=(5, 3)).astype(np.float32)
+                args = (obs, np.zeros(5, np.float32), np.ones(5, bool), np.arange(5, dtype=np.int32),
+                        target.initial_state(5))
+                np.testing.assert_allclose(source.policy(*args)[1], target.policy(*args)[1], rtol=1e-5)
+        print(f"{name}: 3 learner steps on 2 devices equal those on 1; checkpoints restore both ways", flush=True)
+
+
+if __name__ == "__main__":
+    split = split_cpu(2)
+    if sys.argv[1] == "cli":
+        from deploy.cli import main
+
+        sys.exit(main(sys.argv[2:]))
+    check_agents(split)
