@@ -31,9 +31,16 @@ from seedfleet.errors import UsageError
 class DataParallel:
     """The training devices of an agent: mirrored variables, sharded batches, reduced outputs."""
 
-    def __init__(self, devices: tuple[str, ...] = ()):
+    def __init__(self, devices: tuple[str, ...] = (), batch_size: int = 0):
+        """`batch_size`: sequences per learner step, which must split evenly over the devices."""
         self.devices = devices
         self.strategy = tf.distribute.MirroredStrategy(list(devices)) if len(devices) > 1 else None
+        self._check_split(batch_size)
+
+    def _check_split(self, size: int) -> None:
+        if size % self.replicas:
+            raise UsageError(f"--batch-size {size} does not split over {self.replicas} training devices: "
+                             "make it a multiple of --train-devices")
 
     @property
     def replicas(self) -> int:
@@ -43,14 +50,20 @@ class DataParallel:
         """Variables created inside are mirrored on every device (with one device: plain)."""
         return self.strategy.scope() if self.strategy else contextlib.nullcontext()
 
+    def compile(self, step: Callable, gradients: Callable, jit_compile: bool) -> tuple[Callable, Callable]:
+        """tf.functions of a learner step and of the per-device gradients it runs: XLA compiles
+        the whole step on one device; with several, each device's gradients (the step around
+        them holds the all-reduce, which XLA does not take)."""
+        if not self.strategy:
+            return tf.function(step, jit_compile=jit_compile), gradients
+        return tf.function(step), tf.function(gradients, jit_compile=jit_compile)
+
     def shard(self, batch: Any) -> Any:
         """A nest of batch-major arrays cut into one equal shard per device (outside tf.function)."""
         if not self.strategy:
             return batch
         size = len(tf.nest.flatten(batch)[0])
-        if size % self.replicas:
-            raise UsageError(f"a batch of {size} sequences does not split over {self.replicas} training devices: "
-                             "make --batch-size a multiple of --train-devices")
+        self._check_split(size)
         per = size // self.replicas
 
         def shard_of(context: tf.distribute.experimental.ValueContext) -> Any:

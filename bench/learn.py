@@ -8,11 +8,13 @@ published references at the same frames.
 
 Each case is `seedfleet run` with the task's defaults (the Atari preset for ALE ids) for
 its frame budget, seeds one after the other (two runs at once would share the cores and
-halve both). Every run keeps its log dir under runs/learn/<case>/seed<N>; the report
-reads their progress.csv and summary.json, draws return against frames and against wall
-time (BENCHMARKS-learn-<case>.png), and writes a table per case between the learn
-markers of BENCHMARKS.md: the mean return over the last 100 episodes at the case's
-marks, per seed, and the references' returns at those frames with their sources.
+halve both). Every run keeps its log dir under runs/learn/<case>/seed<N>; when it ends,
+its progress.csv and summary.json are kept in bench/results/learn/<case>/seed<N>, which
+git tracks (runs/ it ignores), so a later checkout reports them too. The report reads
+those, draws return against frames and against wall time (BENCHMARKS-learn-<case>.png),
+and writes a table per case between the learn markers of BENCHMARKS.md: the mean return
+over the last 100 episodes at the case's marks, per seed, and the references' returns at
+those frames with their sources. `--report-only` first keeps whatever runs/learn holds.
 
 A variant (`--variant NAME --flags "..."`) runs a case with flags beyond its defaults,
 under runs/learn/<case>@<NAME>/; the case's table and plot show it beside the defaults'
@@ -26,6 +28,7 @@ import csv
 import json
 import math
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -35,7 +38,9 @@ from bench.references import REFERENCES, Reference
 from bench.report import machine, replace_section
 
 BEGIN, END = "<!-- learn:begin -->", "<!-- learn:end -->"
-RUNS = Path("runs/learn")
+RUNS = Path("runs/learn")  # the runs' log dirs (checkpoints, summaries, console)
+RESULTS = Path("bench/results/learn")  # what the report reads: each run's curve and summary, kept in git
+KEPT = ("progress.csv", "summary.json")
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,24 @@ def run_groups(name: str, runs: Path = RUNS) -> list[RunGroup]:
         flags = json.loads((folder / VARIANT_FILE).read_text())["flags"] if variant else []
         groups.append(RunGroup(variant, tuple(flags), seeds))
     return groups
+
+
+def keep(logdir: Path, runs: Path = RUNS, results: Path = RESULTS) -> Path:
+    """Copies a run's curve and summary (and its variant's flags) from `runs` to `results`."""
+    target = results / logdir.relative_to(runs)
+    target.mkdir(parents=True, exist_ok=True)
+    for name in KEPT:
+        if (logdir / name).exists():
+            shutil.copy2(logdir / name, target / name)
+    if (logdir.parent / VARIANT_FILE).exists():
+        shutil.copy2(logdir.parent / VARIANT_FILE, target.parent / VARIANT_FILE)
+    return target
+
+
+def keep_all(runs: Path = RUNS, results: Path = RESULTS) -> list[Path]:
+    """Keeps every run under `runs` that has written its progress."""
+    return [keep(logdir, runs, results) for logdir in sorted(runs.glob("*/seed*"))
+            if (logdir / "progress.csv").exists()]
 
 
 def run_command(case: Case, seed: int, logdir: Path, flags: tuple[str, ...] = ()) -> list[str]:
@@ -200,7 +223,7 @@ def plot_case(case: Case, groups: list[RunGroup], png: Path) -> bool:
     return True
 
 
-def report(md_path: Path, names: list[str], runs: Path = RUNS) -> None:
+def report(md_path: Path, names: list[str], runs: Path = RESULTS) -> None:
     m = machine()
     body = [f"Report of {m['date']}, commit {m['commit']}, {m['cores']} cores of {m['cpu']}.", ""]
     for name in names:
@@ -216,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.learn", description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
-    parser.add_argument("--report-only", action="store_true", help="only rewrite the report from runs/learn")
+    parser.add_argument("--report-only", action="store_true",
+                        help="keep what runs/learn holds, then rewrite the report")
     parser.add_argument("--timeout-s", type=float, default=4 * 3600, help="a run still going after this is stopped")
     parser.add_argument("--benchmarks", default="BENCHMARKS.md")
     parser.add_argument("--variant", default="", help="a name for runs with --flags, kept apart from the defaults'")
@@ -244,7 +268,10 @@ def main(argv: list[str] | None = None) -> int:
                     except subprocess.TimeoutExpired:
                         proc.terminate()
                         proc.wait(timeout=120)
+                keep(logdir)
                 report(Path(args.benchmarks), list(CASES))  # the table grows as runs end
+    else:
+        keep_all()
     report(Path(args.benchmarks), list(CASES))  # every case with runs, not only those run now
     return 1 if failed else 0
 

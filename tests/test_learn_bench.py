@@ -2,7 +2,7 @@
 
 import json
 
-from bench.learn import BEGIN, CASES, END, report, return_at
+from bench.learn import BEGIN, CASES, END, VARIANT_FILE, keep_all, report, return_at
 
 
 def _fake_run(logdir, rows, summary):
@@ -73,3 +73,16 @@ def test_a_variant_is_reported_beside_the_defaults_with_its_flags(tmp_path):
     assert "| seed 0 | -20.0 | -15.0 | - | 10.00M | 20 | signal |" in text
     assert "| seed 0, normadv | -12.0 | 3.0 | - | 10.00M | 20 | signal |" in text
     assert "- normadv: the same with `--normalize-advantages`" in text
+
+
+def test_finished_runs_are_kept_apart_from_their_log_dirs_and_reported_from_there(tmp_path):
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    _fake_run(runs / "pong@epochs2" / "seed3", [(600, 5e6, -15.0)],
+              {"frames": 5_000_000, "wall_s": 600, "stop_reason": "signal"})
+    (runs / "pong@epochs2" / VARIANT_FILE).write_text(json.dumps({"flags": ["--epochs", "2"]}))
+    (runs / "pong@epochs2" / "seed3" / "checkpoints").mkdir()
+    (runs / "pong" / "seed0").mkdir(parents=True)  # started, nothing written yet: not kept
+    assert keep_all(runs, results) == [results / "pong@epochs2" / "seed3"]
+    assert sorted(p.name for p in (results / "pong@epochs2" / "seed3").iterdir()) == ["progress.csv", "summary.json"]
+    text = report_text(tmp_path, results, ["pong"])
+    assert "- epochs2: the same with `--epochs 2`" in text and "| seed 3, epochs2 | -15.0 |" in text

@@ -27,10 +27,7 @@ class ImpalaAgent(tf.Module):
         if config.epochs < 1:
             raise UsageError(f"epochs must be at least 1, got {config.epochs}")
         self.config = config
-        self.devices = DataParallel(env.train_devices)
-        if config.batch_size % self.devices.replicas:
-            raise UsageError(f"--batch-size {config.batch_size} does not split over {self.devices.replicas} "
-                             "training devices: make it a multiple of --train-devices")
+        self.devices = DataParallel(env.train_devices, config.batch_size)
         with self.devices.scope():
             self.net = PolicyValueNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
             self.optimizer = optim.build(
@@ -46,11 +43,7 @@ class ImpalaAgent(tf.Module):
         signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
         self.act = tf.function(self._act, input_signature=signature)
         self.policy = tf.function(self._policy, input_signature=signature)
-        # XLA compiles the whole step on one device; with several, each device's gradients.
-        several = self.devices.strategy is not None
-        self._gradients = tf.function(self._shard_gradients, jit_compile=network.jit_compile) if several \
-            else self._shard_gradients
-        self._step = tf.function(self._learn, jit_compile=network.jit_compile and not several)
+        self._step, self._gradients = self.devices.compile(self._learn, self._shard_gradients, network.jit_compile)
 
     def learn(self, batch: Unroll) -> dict:
         """`epochs` gradient steps on a batch of unrolls given batch-major ([B, T+1, ...]),

@@ -17,7 +17,6 @@ from algorithms.distribute import DataParallel
 from algorithms.networks import DuelingQNet, NetworkConfig
 from algorithms.r2d2.config import R2D2Config
 from algorithms.r2d2.loss import q_of_actions, r2d2_loss, sequence_priorities, sequence_td
-from seedfleet.errors import UsageError
 
 EVAL_EPSILON = 0.001  # exploration of evaluation envs
 
@@ -27,10 +26,7 @@ class R2D2Agent(tf.Module):
         """One exploration rate per env id, for `env.max_envs` ids (set_epsilons sets them)."""
         super().__init__()
         self.config = config
-        self.devices = DataParallel(env.train_devices)
-        if config.batch_size % self.devices.replicas:
-            raise UsageError(f"--batch-size {config.batch_size} does not split over {self.devices.replicas} "
-                             "training devices: make it a multiple of --train-devices")
+        self.devices = DataParallel(env.train_devices, config.batch_size)
         with self.devices.scope():
             self.online = DuelingQNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
             self.target = DuelingQNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
@@ -47,11 +43,7 @@ class R2D2Agent(tf.Module):
         signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
         self.act = tf.function(self._act, input_signature=signature)
         self.policy = tf.function(self._policy, input_signature=signature)
-        # XLA compiles the whole step on one device; with several, each device's gradients.
-        several = self.devices.strategy is not None
-        self._gradients = tf.function(self._shard_gradients, jit_compile=network.jit_compile) if several \
-            else self._shard_gradients
-        self._step = tf.function(self._learn, jit_compile=network.jit_compile and not several)
+        self._step, self._gradients = self.devices.compile(self._learn, self._shard_gradients, network.jit_compile)
         self.initial_priorities = tf.function(self._initial_priorities)
 
     def checkpointed(self) -> dict[str, tf.Module | tf.Variable]:
