@@ -2,7 +2,7 @@
 
 Only figures read in the sources named are listed, keyed by frames (agent steps x 4 on
 Atari). CleanRL's tables give the return at the end of 10M agent steps (40M frames).
-Dopamine's baseline data give a value-based agent (DQN, sticky actions) at every 1M
+Dopamine's baseline data give value-based agents (DQN, Rainbow; sticky actions) at every 1M
 frames: its training iterations are 1M frames each, so iteration i ends at i + 1 M.
 """
 
@@ -20,10 +20,16 @@ class Reference:
 
 REFERENCES: dict[str, tuple[Reference, ...]] = {
     "pong": (
-        Reference("DQN, Dopamine (sticky 0.25; value-based), 2 runs",
+        Reference("DQN, Dopamine (sticky 0.25; value-based), 5 runs",
                   "google/dopamine baselines/atari/data/pong.json, mean training return of the 1M-frame iterations "
-                  "4, 9 and 19 of its first two runs: -17.2 and -13.22, -9.85 and 6.91, 1.2 and 13.13",
-                  {5_000_000: -15.21, 10_000_000: -1.47, 20_000_000: 7.17}),
+                  "4, 9 and 19 of its five DQN runs: -17.2, -13.22, -11.354, -20.258, -14.775; -9.847, 6.912, "
+                  "2.371, -19.063, -5.0; 1.2, 13.125, 12.932, -10.31, 11.704",
+                  {5_000_000: -15.36, 10_000_000: -4.93, 20_000_000: 5.73}),
+        Reference("Rainbow, Dopamine (sticky 0.25; value-based), 5 runs",
+                  "google/dopamine baselines/atari/data/pong.json, the same iterations of its five Rainbow runs: "
+                  "-13.188, -13.139, -11.889, -9.262, -15.352; 17.212, 12.627, 14.908, 15.681, 15.571; "
+                  "19.669, 18.167, 17.367, 18.167, 18.549",
+                  {5_000_000: -12.57, 10_000_000: 15.20, 20_000_000: 18.38}),
         Reference("PPO, Machado settings (sticky actions 0.25)", "openrlbenchmark static/machado_10M.md: "
                   "\"Pong-v5 | 15.23 +- 1.62 | 20.62 +- 0.18\" (sticky against none) after 10M steps (40M frames)",
                   {40_000_000: 15.23}),

@@ -41,7 +41,7 @@ def pod_spec(docs: list[dict], kind: str, name: str) -> dict:
     return find(docs, kind, name)["spec"]["template"]["spec"]
 
 
-def container_env(docs: list[dict], spec: dict, container: dict) -> dict[str, str]:
+def container_env(docs: list[dict], container: dict) -> dict[str, str]:
     """The container's environment as the kubelet builds it: its ConfigMaps' data, then `env`."""
     env: dict[str, str] = {}
     for source in container.get("envFrom", ()):
@@ -94,11 +94,11 @@ def test_the_learner_is_probed_through_grpc_health_and_stops_gracefully():
     [grpc_port] = [p["containerPort"] for p in learner["ports"] if p["name"] == "grpc"]
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert learner[probe]["grpc"] == {"port": grpc_port}, probe
-    assert container_env(docs, spec, learner)["SEEDFLEET_ADDRESS"].endswith(f":{grpc_port}")
+    assert container_env(docs, learner)["SEEDFLEET_ADDRESS"].endswith(f":{grpc_port}")
     service = find(docs, "Service", "learner")["spec"]
     assert {"name": "grpc", "port": grpc_port, "targetPort": "grpc", "appProtocol": "grpc"} in service["ports"]
     actor = pod_spec(docs, "Deployment", "actor")["containers"][0]
-    assert container_env(docs, {}, actor)["SEEDFLEET_LEARNER"] == f"learner:{grpc_port}"  # the Service's name
+    assert container_env(docs, actor)["SEEDFLEET_LEARNER"] == f"learner:{grpc_port}"  # the Service's name
     assert spec["terminationGracePeriodSeconds"] >= 60  # room for the last checkpoint, as compose's 60 s
     assert find(docs, "StatefulSet", "learner")["spec"]["replicas"] == 1
 
@@ -119,7 +119,7 @@ def test_every_container_variable_and_argument_parses_as_a_seedfleet_flag(monkey
         container = spec["containers"][0]
         assert "command" not in container  # the image's entrypoint, seedfleet
         command, *args = container["args"]
-        env = container_env(docs, spec, container)
+        env = container_env(docs, container)
         assert unknown_variables(env, command) == [], name
         for variable, value in env.items():
             monkeypatch.setenv(variable, value)
@@ -160,7 +160,7 @@ class LocalPods:
         mounts = {m["mountPath"]: self.volume_dir(name, volumes[m["name"]]) for m in container["volumeMounts"]}
         for directory in mounts.values():
             directory.mkdir(parents=True, exist_ok=True)
-        env = {k: self.local(v, mounts) for k, v in container_env(self.docs, spec, container).items()}
+        env = {k: self.local(v, mounts) for k, v in container_env(self.docs, container).items()}
         env["PYTHONPATH"] = str(ROOT)
         cwd = Path(self.local(container.get("workingDir", str(self.root)), mounts))
         assert container.get("command", IMAGE_ENTRYPOINT) == IMAGE_ENTRYPOINT
