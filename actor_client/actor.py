@@ -30,7 +30,6 @@ from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from seedfleet.wire import (
     CHANNEL_OPTIONS,
-    MIN_PING_INTERVAL_S,
     PROTOCOL_VERSION,
     EnvSpec,
     WireError,
@@ -49,7 +48,6 @@ class ActorConfig:
     env_groups: int = 1  # Atari: envs step in this many groups, one while another's actions are computed
     reconnect_min_s: float = 0.1  # first retry delay; doubles up to reconnect_max_s
     reconnect_max_s: float = 5.0  # longest retry delay
-    keepalive_s: float = 30.0  # ping the learner this often; no answer within as long again: reconnect
     log_interval_s: float = 30.0  # seconds between progress lines (0: none)
     evaluation: bool = False  # evaluation envs: greedy, never trained on, reported apart
     tls_ca: str = ""  # PEM CA that signed the learner's certificate: TLS to the learner
@@ -143,14 +141,9 @@ class Actor:
                 last_log, last_steps = now, self.steps
 
     def _channel(self) -> grpc.aio.Channel:
-        """The channel to the learner. Its keepalive pings find a learner that vanished without
-        closing the connection (a frozen process, a lost node or network) within 2 x keepalive_s;
-        the learner allows pings down to MIN_PING_INTERVAL_S apart."""
-        ms = int(max(self.config.keepalive_s, MIN_PING_INTERVAL_S) * 1000)
-        options = [*CHANNEL_OPTIONS, ("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
-                   ("grpc.keepalive_permit_without_calls", 1)]
         if self._credentials is None:
-            return grpc.aio.insecure_channel(self.config.learner, options=options)
+            return grpc.aio.insecure_channel(self.config.learner, options=CHANNEL_OPTIONS)
+        options = list(CHANNEL_OPTIONS)
         if self.config.tls_server_name:
             options.append(("grpc.ssl_target_name_override", self.config.tls_server_name))
         return grpc.aio.secure_channel(self.config.learner, self._credentials, options=options)

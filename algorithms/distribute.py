@@ -52,11 +52,13 @@ class DataParallel:
 
     def compile(self, step: Callable, gradients: Callable, jit_compile: bool) -> tuple[Callable, Callable]:
         """tf.functions of a learner step and of the per-device gradients it runs: XLA compiles
-        the whole step on one device; with several, each device's gradients (the step around
-        them holds the all-reduce, which XLA does not take)."""
+        the whole step on one device; with several GPUs, each GPU's gradients (the step around
+        them holds the all-reduce, which XLA does not take). Logical CPU devices share one XLA
+        CPU device, which cannot reach another one's variables, so on them nothing is compiled."""
         if not self.strategy:
             return tf.function(step, jit_compile=jit_compile), gradients
-        return tf.function(step), tf.function(gradients, jit_compile=jit_compile)
+        on_gpus = all(tf.DeviceSpec.from_string(device).device_type == "GPU" for device in self.devices)
+        return tf.function(step), tf.function(gradients, jit_compile=jit_compile and on_gpus)
 
     def shard(self, batch: Any) -> Any:
         """A nest of batch-major arrays cut into one equal shard per device (outside tf.function)."""

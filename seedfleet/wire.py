@@ -23,7 +23,6 @@ CHANNEL_OPTIONS = [  # both ends of the actor-learner channel
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
 ]
-MIN_PING_INTERVAL_S = 1.0  # the learner accepts keepalive pings this far apart (actors ping every --keepalive-s)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from seedfleet.errors import UsageError
 from seedfleet.security import read_token, require_protection, server_credentials
 from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
-from seedfleet.wire import MAX_MESSAGE_BYTES, MIN_PING_INTERVAL_S, EnvSpec, atari_to_proto
+from seedfleet.wire import MAX_MESSAGE_BYTES, EnvSpec, atari_to_proto
 from server.auth import TokenCheck
 from server.batcher import DynamicBatcher
 from server.checkpoint import CheckpointStore, LearnerCheckpoints
@@ -178,13 +178,10 @@ def max_message_bytes(spec: EnvSpec, max_envs_per_stream: int) -> int:
 
 def keepalive_options(every_s: float) -> list[tuple[str, int]]:
     """The server pings each connection every `every_s` and drops one that does not answer
-    within as long again: a frozen or vanished peer's streams end and their envs are freed.
-    It answers the actors' own pings down to MIN_PING_INTERVAL_S apart, data or not (gRPC's
-    default would close a connection pinged more often than every 5 minutes while idle)."""
+    within as long again: a frozen or vanished peer's streams end and their envs are freed."""
     ms = int(every_s * 1000)
     return [("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
-            ("grpc.keepalive_permit_without_calls", 1),
-            ("grpc.http2.min_recv_ping_interval_without_data_ms", int(MIN_PING_INTERVAL_S * 1000))]
+            ("grpc.keepalive_permit_without_calls", 1)]
 
 
 TARGET_FROM = ("trusted", "any")

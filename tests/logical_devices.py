@@ -54,7 +54,7 @@ def check_agents(devices: tuple[str, ...]) -> None:
     from algorithms.r2d2.agent import R2D2Agent
     from algorithms.r2d2.config import R2D2Config
 
-    network = NetworkConfig(jit_compile=False, lstm_size=8)
+    network = NetworkConfig(jit_compile=True, lstm_size=8)  # as the learner asks; on CPU devices not taken
     makers = {
         "vtrace": lambda d: ImpalaAgent(ImpalaConfig(unroll_length=6, batch_size=4), network,
                                         AgentContext((3,), np.dtype(np.float32), 2, seed=0, train_devices=d)),

@@ -123,7 +123,8 @@ def test_every_container_variable_and_argument_parses_as_a_seedfleet_flag(monkey
         assert unknown_variables(env, command) == [], name
         for variable, value in env.items():
             monkeypatch.setenv(variable, value)
-        build_parser(command, env.get("SEEDFLEET_ALGO", "vtrace")).parse_args(args)  # exits on a bad value
+        build_parser(command, env.get("SEEDFLEET_ALGO", "vtrace"), env.get("SEEDFLEET_ENV", "CartPole-v1")
+                     ).parse_args(args)  # exits on a value that does not parse
     assert unknown_variables({"SEEDFLEET_ENVS": "8", "SEEDFLEET_NO_SUCH_FLAG": "1"}, "actor") == [
         "SEEDFLEET_NO_SUCH_FLAG"]
 
@@ -144,9 +145,12 @@ class LocalPods:
         return self.root / pod / volume["name"]  # a claim of the volumeClaimTemplates, or an emptyDir
 
     def local(self, value: str, mounts: dict[str, Path]) -> str:
-        for target, directory in mounts.items():
-            if value == target or value.startswith(target + "/"):
-                value = str(directory) + value[len(target):]
+        """`value` with a path under a mount moved to its directory here (the longest mount
+        that holds it, once) and the learner's addresses made local."""
+        holding = [t for t in mounts if value == t or value.startswith(t + "/")]
+        if holding:
+            target = max(holding, key=len)
+            value = str(mounts[target]) + value[len(target):]
         for host in ("[::]", "learner"):
             value = value.replace(f"{host}:{self.grpc_port}", f"127.0.0.1:{self.port}")
         return value
@@ -162,7 +166,7 @@ class LocalPods:
             directory.mkdir(parents=True, exist_ok=True)
         env = {k: self.local(v, mounts) for k, v in container_env(self.docs, container).items()}
         env["PYTHONPATH"] = str(ROOT)
-        cwd = Path(self.local(container.get("workingDir", str(self.root)), mounts))
+        cwd = Path(self.local(container["workingDir"], mounts)) if "workingDir" in container else self.root
         assert container.get("command", IMAGE_ENTRYPOINT) == IMAGE_ENTRYPOINT
         proc = Proc([sys.executable, "-m", "deploy.cli", *container["args"]], env=env, cwd=cwd)
         self.procs.append(proc)
