@@ -2,8 +2,7 @@
 
     python -m bench.load --streams 256 --seconds 300     # a learner of its own on loopback
     python -m bench.load --learner HOST:PORT ...          # or one already running
-    python -m bench.load --env ALE/Pong-v5 --learner-flags "--torso mlp --mlp-sizes 1" ...
-                                                          # the learner's own ceiling (below)
+    python -m bench.load --streams 32 --envs-per-stream 16 ...  # the learner's own ceiling (below)
 
 Each stream says Hello for `--envs-per-stream` envs and then sends Steps of one pre-built
 batch of zero observations (the shape and dtype the learner's handshake names, within the
@@ -14,9 +13,10 @@ Printed, and written to --json: served env steps/s, the round-trip latency's p50
 p99.9, the errors by status, and the learner's resident memory sampled once a second (its
 first and last thirds, for flatness).
 
-The learner's own ceiling: with a model whose cost is negligible (`--learner-flags`), what
-is left is the learner's Python path (gRPC, decoding, the batcher, per-env state, unroll
-assembly, the trainer's loop). The streams' processes share the machine with it, so the
+The learner's own ceiling: with a model whose cost is negligible (CartPole's MLP; other
+envs and flags through `--env` and `--learner-flags`), what is left is the learner's
+Python path (gRPC, decoding, the batcher, per-env state, unroll assembly, the trainer's
+loop). The streams' processes share the machine with it, so the
 figure that carries to other hosts is per learner CPU second: env steps served per second
 of the learner's CPU time, and its CPU time per env step split by thread (the event loop
 that runs gRPC, decoding and the batcher; inference with the slots and unroll assembly;
@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import json
 import multiprocessing
-import os
 import re
 import shlex
 import subprocess
@@ -42,6 +41,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
+from bench.cpu import cores_by_thread, snapshot
 from seedfleet.envs import StepBatch
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
@@ -118,22 +118,6 @@ def _rss_mib(pid: int) -> float:
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
 
 
-def _thread_cpu_s(pid: int) -> dict[str, float]:
-    """CPU seconds (user + system) of each of the process's threads so far, summed by thread
-    name without digits (gRPC and TensorFlow number their pools' threads)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    times: dict[str, float] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            name = "main: event loop" if task.name == str(pid) else \
-                re.sub(r"[\d_-]+$", "", (task / "comm").read_text().strip()) or "other"
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # the thread ended
-            continue
-        times[name] = times.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
-    return times
-
-
 def _start_learner(config: LoadConfig, logdir: str) -> tuple[subprocess.Popen, str]:
     envs = config.streams * config.envs_per_stream
     proc = subprocess.Popen([sys.executable, "-m", "deploy.cli", "learner", "--env", config.env,
@@ -160,17 +144,18 @@ def run_load(config: LoadConfig) -> dict:
                        for share, out in zip(shares, outs, strict=True) if len(share)]
             for worker in workers:
                 worker.start()
-            memory, cpu = [], []  # memory once a second; cpu: per-thread CPU seconds at the window's ends
+            memory, cpu = [], []  # memory once a second; cpu: (time, per-thread CPU seconds) at the window's ends
             sampled = since
-            while any(worker.is_alive() for worker in workers):
+            while learner is not None and len(cpu) < 2:  # sampled at the window's ends, whatever the workers do
                 now = time.monotonic()
-                if learner is not None and now >= since:
-                    if not cpu or (len(cpu) == 1 and now >= window[1]):
-                        cpu.append(_thread_cpu_s(learner.pid))
-                    if now >= sampled:
-                        memory.append(round(_rss_mib(learner.pid), 1))
-                        sampled += 1.0
-                time.sleep(0.05)
+                if now >= window[len(cpu)]:
+                    cpu.append((now, snapshot({"learner": [learner.pid]})))
+                if now >= sampled:
+                    memory.append(round(_rss_mib(learner.pid), 1))
+                    sampled += 1.0
+                time.sleep(max(min(0.05, window[min(len(cpu), 1)] - time.monotonic()), 0.0))
+            for worker in workers:
+                worker.join()
             parts = [json.loads(out.read_text()) for out in outs if out.exists()]
         finally:
             if learner is not None:
@@ -197,13 +182,16 @@ def run_load(config: LoadConfig) -> dict:
     }
 
 
-def _learner_cpu(cpu: list[dict[str, float]], served: int) -> dict:
-    """Env steps per learner CPU second, and the learner's CPU microseconds per env step by thread."""
+def _learner_cpu(cpu: list[tuple[float, dict]], served: int) -> dict:
+    """Env steps per learner CPU second, and the learner's CPU microseconds per env step by
+    thread ("main" is the event loop: gRPC, decoding, the batcher)."""
     if len(cpu) < 2 or not served:
         return {}
-    used = {name: cpu[1][name] - cpu[0].get(name, 0.0) for name in cpu[1]}
+    (t0, start), (t1, end) = cpu
+    used = {name.removeprefix("learner/"): cores * (t1 - t0)
+            for name, cores in cores_by_thread(start, end, t1 - t0).items()}
     total = sum(used.values())
-    by_thread = {name: round(1e6 * s / served, 2) for name, s in sorted(used.items(), key=lambda kv: -kv[1]) if s > 0}
+    by_thread = {name: round(1e6 * s / served, 2) for name, s in used.items()}
     return {"learner_cpu_s": round(total, 2),
             "env_steps_per_learner_cpu_s": round(served / total, 1) if total else None,
             "learner_cpu_us_per_env_step": round(1e6 * total / served, 2), "by_thread_us_per_env_step": by_thread}

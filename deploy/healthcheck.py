@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from seedfleet.security import channel_credentials
 
 LEARNER_ADDRESS = "[::]:8470"  # the default of `seedfleet learner --address` (server.assembly.LearnerConfig)
 WILDCARD_HOSTS = ("[::]", "0.0.0.0", "")
@@ -34,7 +35,7 @@ def check(address: str, timeout_s: float = 3.0, service: str = "", tls_ca: str =
     With `tls_ca` it asks over TLS (a learner with --tls-cert), checking the certificate against that CA."""
     if tls_ca:
         options = [("grpc.ssl_target_name_override", server_name)] if server_name else []
-        channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(Path(tls_ca).read_bytes()), options)
+        channel = grpc.secure_channel(address, channel_credentials(tls_ca, "", ""), options)
     else:
         channel = grpc.insecure_channel(address)
     with channel:

@@ -23,7 +23,6 @@ OPEN_SERVICES = ("/grpc.health.v1.Health/",)  # probes carry no token
 class TokenCheck(grpc.aio.ServerInterceptor):
     def __init__(self, token: str):
         self._expected = f"Bearer {token}".encode()
-        self.refused = 0  # calls answered UNAUTHENTICATED
 
     def _authorized(self, metadata) -> bool:
         presented = [value for key, value in metadata or () if key == TOKEN_METADATA_KEY]
@@ -36,7 +35,6 @@ class TokenCheck(grpc.aio.ServerInterceptor):
             return handler
         if self._authorized(handler_call_details.invocation_metadata):
             return handler
-        self.refused += 1
         log.warning("refused a call to %s: missing or wrong token", method)
         return _refusal(handler)
 

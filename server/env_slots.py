@@ -87,8 +87,8 @@ class EnvSlots:
         """Appends one row per env and returns completed unrolls and finished episodes.
 
         `pre_state` is the agent state the step was taken from, `new_state` the state
-        after it. Returns (unrolls or None, episode returns, episode lengths, whether
-        each episode ran in an evaluation env): unrolls hold [N, T+1, ...] rows and the
+        after it. Returns (unrolls or None, episode returns, episode lengths, the env ids
+        whose episodes ended, in that order): unrolls hold [N, T+1, ...] rows and the
         [N, ...] state from before their first row; evaluation envs' unrolls are left out.
         """
         pos = self.length[env_ids]
@@ -136,4 +136,4 @@ class EnvSlots:
         ended = step.terminated | step.truncated
         self.episode_return[env_ids] = np.where(ended, 0.0, returns)
         self.episode_length[env_ids] = np.where(ended, 0, lengths)
-        return unrolls, returns[ended], lengths[ended], self.evaluation[env_ids[ended]]
+        return unrolls, returns[ended], lengths[ended], env_ids[ended]

@@ -79,12 +79,12 @@ class InferenceEngine:
             extras, pre_state, new_state = ({k: v[keep] for k, v in d.items()} for d in (extras, pre_state, new_state))
             if not len(env_ids):
                 return [PolicyOutputError(REFUSAL)] * len(requests)
-        unrolls, returns, lengths, evaluation = self.slots.record(
+        unrolls, returns, lengths, ended = self.slots.record(
             env_ids, step, actions, extras, pre_state, new_state
         )
         evaluating = int(self.slots.evaluation[env_ids].sum())
-        trusted = self.slots.trusted[env_ids[step.terminated | step.truncated]]
-        self.metrics.add_inference(len(env_ids) - evaluating, evaluating, returns, lengths, evaluation, trusted)
+        self.metrics.add_inference(len(env_ids) - evaluating, evaluating, returns, lengths,
+                                   self.slots.evaluation[ended], self.slots.trusted[ended])
         if unrolls is not None:
             self.unrolls.put(unrolls)
         served = iter(np.split(actions, np.cumsum([n for n, bad in zip(sizes, refused, strict=True) if not bad])[:-1]))

@@ -124,8 +124,9 @@ def test_evaluation_envs_are_never_trained_on_and_report_apart():
     slots.reset(2, 4, evaluation=True)
     emitted = []
     for t in range(4):
-        unrolls, returns, _, evaluation = feed(slots, [0, 2], t, first=[t == 0] * 2,
-                                               terminated=[t == 3, t == 3], reward=[1.0, 2.0])
+        unrolls, returns, _, ended = feed(slots, [0, 2], t, first=[t == 0] * 2,
+                                          terminated=[t == 3, t == 3], reward=[1.0, 2.0])
+        evaluation = slots.evaluation[ended]
         if unrolls is not None:
             emitted.append(unrolls)
     assert len(emitted) == 1 and emitted[0].observation.shape[0] == 1  # env 0 only
