@@ -25,8 +25,8 @@ UINT8 = np.dtype(np.uint8)  # frames travel as bytes
 
 @dataclass
 class NetworkConfig:
-    torso: str = "auto"  # auto | mlp | nature | impala_shallow | minatar (auto: mlp for vectors; images: nature
-    # from 36 pixels a side, minatar below)
+    torso: str = "auto"  # auto | mlp | nature | impala_shallow | minatar | pool (auto: mlp for vectors; images:
+    # nature from 36 pixels a side, minatar below; pool: next to free, for measuring the learner's own path)
     mlp_sizes: tuple[int, ...] = (64, 64)  # hidden layers of the mlp torso
     lstm_size: int = 0  # LSTM core size; 0: none for vtrace; for r2d2 512 (Atari frames), 128 (small images), 64
     frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for [H, W, C] and vectors)
@@ -115,15 +115,41 @@ class ConvTorso(tf.Module):
         self.out_size = hidden
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        if len(x.shape) == 5:  # [N, k, H, W, C] -> [N, H, W, k * C]
-            x = tf.transpose(x, [0, 2, 3, 1, 4])
-            x = tf.reshape(x, tf.concat([tf.shape(x)[:3], [x.shape[3] * x.shape[4]]], axis=0))
-        else:
-            x = tf.transpose(x, [0, 2, 3, 1])
-        x = tf.cast(x, self.dtype) * tf.cast(self.scale, self.dtype)
+        x = tf.cast(channels_last(x), self.dtype) * tf.cast(self.scale, self.dtype)
         for conv in self.convs:
             x = tf.nn.relu(conv(x))
         return tf.cast(tf.nn.relu(self.fc(tf.reshape(x, [tf.shape(x)[0], -1]))), tf.float32)
+
+
+def channels_last(x: tf.Tensor) -> tf.Tensor:
+    """[N, k, H, W] or [N, k, H, W, C] frame-major stacks -> [N, H, W, k * C] for conv2d."""
+    if len(x.shape) == 5:
+        x = tf.transpose(x, [0, 2, 3, 1, 4])
+        return tf.reshape(x, tf.concat([tf.shape(x)[:3], [x.shape[3] * x.shape[4]]], axis=0))
+    return tf.transpose(x, [0, 2, 3, 1])
+
+
+class PoolTorso(tf.Module):
+    """A torso that costs next to nothing: the image stack average-pooled to at most 7 x 7
+    cells per channel, then one linear layer of 16 units (about 3,000 multiply-adds for an
+    84x84x4 stack, against some 20 million in the Nature torso). It learns only what such
+    coarse cells show; it is there to run the learner's whole path (stacking, per-env state,
+    unrolls, training) with a model whose cost does not hide that path's own (bench.load)."""
+
+    CELLS, HIDDEN = 7, 16
+
+    def __init__(self, image_shape: tuple[int, int, int], rng, scale: float = 1.0 / 255):
+        super().__init__()
+        h, w, c = image_shape
+        self.window = (max(h // self.CELLS, 1), max(w // self.CELLS, 1))
+        self.scale = scale
+        self.fc = Linear((h // self.window[0]) * (w // self.window[1]) * c, self.HIDDEN, np.sqrt(2), rng)
+        self.out_size = self.HIDDEN
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        x = tf.cast(channels_last(x), tf.float32) * self.scale
+        x = tf.nn.avg_pool2d(x, self.window, self.window, "VALID")
+        return tf.nn.relu(self.fc(tf.reshape(x, [tf.shape(x)[0], -1])))
 
 
 def stack_frames(frames: tf.Tensor, first: tf.Tensor, history: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -204,13 +230,14 @@ class RecurrentTorso(tf.Module):
             if self.frame_stack != 1:
                 raise UsageError("frame stacking is for image observations")
             self.torso = MLPTorso(obs_shape[0], tuple(config.mlp_sizes), rng)
-        elif kind in ConvTorso.SPECS:
+        elif kind in (*ConvTorso.SPECS, "pool"):
             if not is_image(obs_shape):
                 raise UsageError(f"the {kind} torso takes [H, W] or [H, W, C] images, got shape {obs_shape}")
             dtype = config.compute_dtype if config.compute_dtype != "auto" else "float32"
-            channels = self.frame_stack * (obs_shape[2] if len(obs_shape) == 3 else 1)
+            stack_shape = (*obs_shape[:2], self.frame_stack * (obs_shape[2] if len(obs_shape) == 3 else 1))
             scale = 1.0 / 255 if self.obs_dtype == UINT8 else 1.0
-            self.torso = ConvTorso(kind, (*obs_shape[:2], channels), rng, tf.as_dtype(dtype), scale)
+            self.torso = PoolTorso(stack_shape, rng, scale) if kind == "pool" else \
+                ConvTorso(kind, stack_shape, rng, tf.as_dtype(dtype), scale)
         else:
             raise UsageError(f"unknown torso {config.torso!r}")
         self.kind = kind

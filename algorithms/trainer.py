@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from algorithms.agent import Agent, Unroll
+from seedfleet.stage_clock import StageClock
 from seedfleet.threads import name_this_thread
 
 log = logging.getLogger("seedfleet.learner")
@@ -54,6 +55,7 @@ class TrainerThread(threading.Thread):
         self.error: BaseException | None = None
         self.lock = threading.Lock()  # held while the variables change (checkpoints wait)
         self.nonfinite_in_a_row = 0
+        self.clock = StageClock()  # the learner's (server/assembly.py) once wired
 
     def record_step(self, out: dict) -> None:
         """Reports one learner step's metrics; counts and warns of a step skipped for a
@@ -94,11 +96,14 @@ class OnPolicyTrainer(TrainerThread):
         name_this_thread("trainer")
         try:
             while not self.stopping.is_set():
+                lap = self.clock.start()
                 batch = self.queue.get_batch(self.agent.batch_size, timeout_s=0.5)
+                lap = self.clock.lap("train_batch", lap)
                 if batch is None or not self.learn:
                     continue
                 with self.lock, tf.device(self.device):
                     out = self.agent.learn(batch)
                 self.record_step(out)
+                self.clock.lap("train_step", lap)
         except BaseException as error:  # noqa: BLE001 - reported by the main loop
             self.error = error

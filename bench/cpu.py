@@ -2,30 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
-from pathlib import Path
 
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
-    """{thread id: (thread name, user + system CPU seconds)} of one process; {} if it is gone.
-    The main thread is called "main" (its OS name is the process's)."""
-    out = {}
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except OSError:
-        return out
-    for task in tasks:
-        try:
-            stat = (task / "stat").read_text()
-        except OSError:
-            continue
-        name = "main" if task.name == str(pid) else stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        out[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / TICKS)
-    return out
+from seedfleet.threads import thread_cpu_s
 
 
 def snapshot(pids: dict[str, list[int]]) -> dict[str, dict[int, dict[int, tuple[str, float]]]]:

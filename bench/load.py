@@ -13,14 +13,13 @@ Printed, and written to --json: served env steps/s, the round-trip latency's p50
 p99.9, the errors by status, and the learner's resident memory sampled once a second (its
 first and last thirds, for flatness).
 
-The learner's own ceiling: with a model whose cost is negligible (CartPole's MLP; other
-envs and flags through `--env` and `--learner-flags`), what is left is the learner's
-Python path (gRPC, decoding, the batcher, per-env state, unroll assembly, the trainer's
-loop). The streams' processes share the machine with it, so the
-figure that carries to other hosts is per learner CPU second: env steps served per second
-of the learner's CPU time, and its CPU time per env step split by thread (the event loop
-that runs gRPC, decoding and the batcher; inference with the slots and unroll assembly;
-the trainer; gRPC's and TensorFlow's own pools), read from /proc over the window.
+The learner's own ceiling: with a model whose cost is negligible (CartPole's MLP, or
+`--env ALE/Pong-v5 --learner-flags "--torso pool"` for Atari frames), what is left is the
+learner's Python path (gRPC, decoding, the batcher, per-env state, unroll assembly, the
+trainer's loop). The streams' processes share the machine with it, so the figure that
+carries to other hosts is per learner CPU second: env steps served per second of the
+learner's CPU time, and its CPU time per env step by thread and by stage
+(seedfleet/stage_clock.py), read from the learner's learner_cpu.json at the window's ends.
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ from pathlib import Path
 import grpc
 import numpy as np
 
-from bench.cpu import cores_by_thread, snapshot
 from seedfleet.envs import StepBatch
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
@@ -123,7 +121,7 @@ def _start_learner(config: LoadConfig, logdir: str) -> tuple[subprocess.Popen, s
     proc = subprocess.Popen([sys.executable, "-m", "deploy.cli", "learner", "--env", config.env,
                              "--address", "127.0.0.1:0", "--max-envs", str(envs), "--logdir", logdir,
                              "--max-envs-per-stream", str(max(config.envs_per_stream, 1)),
-                             "--progress-interval-s", "30", *shlex.split(config.learner_flags)],
+                             "--progress-interval-s", "1", *shlex.split(config.learner_flags)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:
         if match := re.search(r"listening on (\S+),", line):
@@ -144,12 +142,12 @@ def run_load(config: LoadConfig) -> dict:
                        for share, out in zip(shares, outs, strict=True) if len(share)]
             for worker in workers:
                 worker.start()
-            memory, cpu = [], []  # memory once a second; cpu: (time, per-thread CPU seconds) at the window's ends
+            memory, cpu = [], []  # memory once a second; cpu: learner_cpu.json at the window's ends
             sampled = since
-            while learner is not None and len(cpu) < 2:  # sampled at the window's ends, whatever the workers do
+            while learner is not None and len(cpu) < 2:  # read at the window's ends, whatever the workers do
                 now = time.monotonic()
                 if now >= window[len(cpu)]:
-                    cpu.append((now, snapshot({"learner": [learner.pid]})))
+                    cpu.append(json.loads((Path(tmp) / "learner_cpu.json").read_text()))
                 if now >= sampled:
                     memory.append(round(_rss_mib(learner.pid), 1))
                     sampled += 1.0
@@ -171,7 +169,7 @@ def run_load(config: LoadConfig) -> dict:
     return {
         "config": asdict(config),
         "env_steps_per_s": round(served / config.seconds, 1),
-        **_learner_cpu(cpu, served),
+        **_learner_cpu(cpu),
         "latency_ms": {q: round(float(np.percentile(latencies, p)), 2) if len(latencies) else None
                        for q, p in (("p50", 50), ("p99", 99), ("p99.9", 99.9))},
         "errors": errors,
@@ -182,19 +180,37 @@ def run_load(config: LoadConfig) -> dict:
     }
 
 
-def _learner_cpu(cpu: list[tuple[float, dict]], served: int) -> dict:
-    """Env steps per learner CPU second, and the learner's CPU microseconds per env step by
-    thread ("main" is the event loop: gRPC, decoding, the batcher)."""
-    if len(cpu) < 2 or not served:
+# The stages of each thread (seedfleet/stage_clock.py); the rest of a thread's CPU is its "other".
+THREAD_STAGES = {"main": ("receive", "decode", "batcher", "reply"),
+                 "inference": ("batch", "policy", "checks", "env_state", "unrolls", "metrics"),
+                 "trainer": ("train_batch", "train_step")}
+
+
+def _learner_cpu(cpu: list[dict]) -> dict:
+    """From two reads of learner_cpu.json: env steps per learner CPU second, and the learner's
+    CPU microseconds per env step by thread ("main" is the event loop) and, within the
+    learner's own threads, by stage ("other": gRPC's asyncio layer and the loop itself on the
+    main thread, what falls between the stages on the others)."""
+    if len(cpu) < 2 or cpu[1]["env_steps"] <= cpu[0]["env_steps"]:
         return {}
-    (t0, start), (t1, end) = cpu
-    used = {name.removeprefix("learner/"): cores * (t1 - t0)
-            for name, cores in cores_by_thread(start, end, t1 - t0).items()}
-    total = sum(used.values())
-    by_thread = {name: round(1e6 * s / served, 2) for name, s in used.items()}
-    return {"learner_cpu_s": round(total, 2),
-            "env_steps_per_learner_cpu_s": round(served / total, 1) if total else None,
-            "learner_cpu_us_per_env_step": round(1e6 * total / served, 2), "by_thread_us_per_env_step": by_thread}
+    start, end = cpu
+    served = end["env_steps"] - start["env_steps"]
+
+    def per_step(kind: str) -> dict[str, float]:
+        return {name: 1e6 * (total - start[kind].get(name, 0.0)) / served for name, total in end[kind].items()}
+
+    threads, stages = per_step("threads_cpu_s"), per_step("stages_cpu_s")
+    by_stage = {}
+    for thread, names in THREAD_STAGES.items():
+        own = {name: round(stages.get(name, 0.0), 2) for name in names}
+        by_stage[thread] = {**own, "other": round(threads.get(thread, 0.0) - sum(own.values()), 2)}
+    total_us = sum(threads.values())
+    return {"learner_env_steps": served, "learner_cpu_s": round(total_us * served / 1e6, 2),
+            "env_steps_per_learner_cpu_s": round(1e6 / total_us, 1) if total_us else None,
+            "learner_cpu_us_per_env_step": round(total_us, 2),
+            "by_thread_us_per_env_step": {name: round(us, 2) for name, us in
+                                          sorted(threads.items(), key=lambda kv: -kv[1]) if us >= 0.01},
+            "by_stage_us_per_env_step": by_stage}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
+import re
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 PR_SET_NAME, PR_GET_NAME = 15, 16
+TICKS = os.sysconf("SC_CLK_TCK")
 _LINUX = sys.platform.startswith("linux")
 
 
@@ -41,3 +45,32 @@ def spawned_threads_named(name: str) -> Iterator[None]:
         yield
     finally:
         ctypes.CDLL(None).prctl(PR_SET_NAME, before, 0, 0, 0)
+
+
+def thread_cpu_s(pid: int) -> dict[int, tuple[str, float]]:
+    """{thread id: (thread name, user + system CPU seconds)} of one process; {} if it is gone.
+    The main thread is called "main" (its OS name is the process's)."""
+    out = {}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = "main" if task.name == str(pid) else stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / TICKS)
+    return out
+
+
+def cpu_by_thread_name(pid: int) -> dict[str, float]:
+    """CPU seconds of a process's threads so far, summed by name with the pools' numbers
+    taken off ("inference_0" -> "inference", "tf_3" -> "tf")."""
+    out: dict[str, float] = {}
+    for name, cpu in thread_cpu_s(pid).values():
+        name = re.sub(r"[\d_-]+$", "", name) or name
+        out[name] = out.get(name, 0.0) + cpu
+    return out

@@ -35,6 +35,7 @@ from algorithms.trainer import OnPolicyTrainer, TrainerThread
 from seedfleet.envs import EnvBatch, atari_settings, observation_bounds
 from seedfleet.errors import UsageError
 from seedfleet.security import read_token, require_protection, server_credentials
+from seedfleet.stage_clock import StageClock
 from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.wire import MAX_MESSAGE_BYTES, EnvSpec, atari_to_proto
@@ -250,28 +251,31 @@ class Learner:
                  resolve_compute_dtype(network.compute_dtype, device), ", ".join(train_devices) or device)
 
         metrics = Metrics(frame_skip)
+        clock = StageClock()  # CPU by stage of the path below (seedfleet/stage_clock.py)
         queue = UnrollQueue(config.queue_unrolls or 2 * agent.batch_size, agent.batch_size)
-        engine = InferenceEngine(agent, EnvSlots.for_agent(config.max_envs, agent, spec), queue, metrics, device)
+        engine = InferenceEngine(agent, EnvSlots.for_agent(config.max_envs, agent, spec, clock), queue, metrics,
+                                 device)
         executor = ThreadPoolExecutor(1, thread_name_prefix="inference", initializer=name_this_thread,
                                       initargs=("inference",))
-        batcher = DynamicBatcher(
-            engine.process, executor, config.inference_batch_size, config.inference_timeout_ms / 1000, size_of=len
-        )
+        batcher = DynamicBatcher(engine.process, executor, config.inference_batch_size,
+                                 config.inference_timeout_ms / 1000, size_of=len, clock=clock)
         bounds = observation_bounds(config.env) if config.check_observation_bounds else None
         add_to_server(LearnerService(env_config, engine, batcher, executor, config.max_envs, config.max_abs_reward,
                                      config.max_envs_per_stream, config.stream_idle_s, bounds,
-                                     trust_every_peer=credentialed or config.target_from == "any"), server)
+                                     trust_every_peer=credentialed or config.target_from == "any", clock=clock),
+                      server)
         health = await add_health(server)  # grpc.health.v1: SERVING from start to stop
         if train:
             trainer = algorithm(config.algo).make_trainer(agent, queue, metrics, device, algo_config, config.seed)
         else:
             trainer = OnPolicyTrainer(agent, queue, metrics, device, learn=False)
+        trainer.clock = clock
         checkpoints = LearnerCheckpoints(CheckpointStore(logdir / "checkpoints", config.keep_checkpoints), agent,
                                          trainer, metrics, run_setup(config, algo_config, network),
                                          config.checkpoint_replay)
         if not config.fresh:
             checkpoints.restore()
-        reporter = Reporter(metrics, logdir, lambda: len(queue), tf.summary.create_file_writer(str(logdir)))
+        reporter = Reporter(metrics, logdir, lambda: len(queue), tf.summary.create_file_writer(str(logdir)), clock)
         return cls(config, logdir, address, agent, metrics, queue, executor, batcher, server, health, trainer,
                    checkpoints, reporter)
 

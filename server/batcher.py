@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
+from seedfleet.stage_clock import StageClock
+
 
 class DynamicBatcher:
     def __init__(
@@ -39,8 +41,10 @@ class DynamicBatcher:
         timeout_s: float,
         size_of: Callable[[Any], int] = lambda request: 1,
         quiet_after_s: float = 1.0,
+        clock: StageClock | None = None,
     ):
         self._process = process
+        self.clock = clock or StageClock()  # its own CPU ("batcher"), between the awaits
         self._executor = executor
         self.max_batch_envs = max_batch_envs
         self.timeout_s = timeout_s
@@ -82,6 +86,7 @@ class DynamicBatcher:
         self._recount_at = -math.inf
 
     async def submit(self, request: Any, stream: int | None = None) -> Any:
+        started = self.clock.start()
         loop = asyncio.get_running_loop()
         last = self._last_submit.get(stream)
         if last is not None:
@@ -92,6 +97,7 @@ class DynamicBatcher:
         self._pending.append((request, future, loop.time()))
         self._pending_envs += self._size_of(request)
         self._wakeup.set()
+        self.clock.lap("batcher", started)
         return await future
 
     def _ready(self) -> bool:
@@ -126,13 +132,16 @@ class DynamicBatcher:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while not self._stopping:
+            started = self.clock.start()
             if not self._pending:
                 self._wakeup.clear()
+                self.clock.lap("batcher", started)
                 await self._wakeup.wait()
                 continue
             remaining = self._pending[0][2] + self.timeout_s - loop.time()
             if remaining > 0 and not self._ready():
                 self._wakeup.clear()
+                self.clock.lap("batcher", started)
                 try:
                     async with asyncio.timeout(remaining):
                         await self._wakeup.wait()
@@ -140,9 +149,10 @@ class DynamicBatcher:
                     pass
                 continue
             batch = self._take_batch()
+            requests = [r for r, _ in batch]
+            self.clock.lap("batcher", started)
             if not batch:
                 continue
-            requests = [r for r, _ in batch]
             try:
                 results = await loop.run_in_executor(self._executor, self._process, requests)
             except Exception as error:  # noqa: BLE001 - every caller hears of it
@@ -151,6 +161,7 @@ class DynamicBatcher:
                     if not future.done():
                         future.set_exception(error)
                 continue
+            started = self.clock.start()
             for (_, future), result in zip(batch, results, strict=True):
                 if future.done():
                     continue
@@ -158,3 +169,4 @@ class DynamicBatcher:
                     future.set_exception(result)
                 else:
                     future.set_result(result)
+            self.clock.lap("batcher", started)

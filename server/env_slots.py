@@ -18,6 +18,7 @@ import numpy as np
 
 from algorithms.agent import ROW_FIELDS, Agent, SequenceLayout, Unroll
 from seedfleet.envs import StepBatch
+from seedfleet.stage_clock import StageClock
 from seedfleet.wire import EnvSpec
 
 StateArrays = dict[str, np.ndarray]
@@ -32,7 +33,9 @@ class EnvSlots:
         obs_dtype: np.dtype,
         extras_spec: dict[str, tuple[tuple[int, ...], np.dtype]],
         initial_state: Callable[[int], StateArrays],
+        clock: StageClock | None = None,
     ):
+        self.clock = clock or StageClock()  # record's CPU: env_state and unrolls
         self.rows_per_unroll = layout.rows
         self.overlap = layout.overlap
         shape = (capacity, self.rows_per_unroll)
@@ -58,9 +61,10 @@ class EnvSlots:
         self.trusted = np.ones(capacity, bool)  # their episodes count for the target return
 
     @classmethod
-    def for_agent(cls, capacity: int, agent: Agent, spec: EnvSpec) -> EnvSlots:
+    def for_agent(cls, capacity: int, agent: Agent, spec: EnvSpec, clock: StageClock | None = None) -> EnvSlots:
         """Slots for `capacity` envs of `spec`, laid out as `agent` trains."""
-        return cls(capacity, agent.layout, spec.obs_shape, spec.obs_dtype, agent.extras_spec, agent.initial_state)
+        return cls(capacity, agent.layout, spec.obs_shape, spec.obs_dtype, agent.extras_spec, agent.initial_state,
+                   clock)
 
     def reset(self, lo: int, hi: int, evaluation: bool = False, trusted: bool = True) -> None:
         """Forgets envs lo..hi-1: a new actor owns them. Their partial unrolls are dropped."""
@@ -91,6 +95,7 @@ class EnvSlots:
         whose episodes ended, in that order): unrolls hold [N, T+1, ...] rows and the
         [N, ...] state from before their first row; evaluation envs' unrolls are left out.
         """
+        lap = self.clock.start()
         pos = self.length[env_ids]
         for rows_at, states in ((pos == 0, self.start_state),
                                 (pos == self.rows_per_unroll - self.overlap, self.next_start_state)):
@@ -114,6 +119,7 @@ class EnvSlots:
         for name, value in new_state.items():
             self.state[name][env_ids] = value
 
+        lap = self.clock.lap("env_state", lap)
         unrolls = None
         complete = pos == self.rows_per_unroll
         if complete.any():
@@ -129,6 +135,7 @@ class EnvSlots:
             for name, value in self.start_state.items():
                 value[done_ids] = self.next_start_state[name][done_ids]
             self.length[done_ids] = self.overlap
+        lap = self.clock.lap("unrolls", lap)
 
         first = step.first
         returns = np.where(first, 0.0, self.episode_return[env_ids] + step.rewards)
@@ -136,4 +143,5 @@ class EnvSlots:
         ended = step.terminated | step.truncated
         self.episode_return[env_ids] = np.where(ended, 0.0, returns)
         self.episode_length[env_ids] = np.where(ended, 0, lengths)
+        self.clock.lap("env_state", lap)
         return unrolls, returns[ended], lengths[ended], env_ids[ended]

@@ -46,6 +46,7 @@ class InferenceEngine:
         self.slots = slots
         self.unrolls = unrolls
         self.metrics = metrics
+        self.clock = slots.clock  # the stages of seedfleet/stage_clock.py, with the slots' own
 
     def reset(self, lo: int, hi: int, evaluation: bool = False, trusted: bool = True) -> None:
         self.slots.reset(lo, hi, evaluation, trusted)
@@ -54,6 +55,7 @@ class InferenceEngine:
     def process(self, requests: Sequence[StepRequest]) -> list[np.ndarray | PolicyOutputError]:
         """Acts for every env in the batch and returns each request's actions (or the
         PolicyOutputError that refuses it)."""
+        lap = self.clock.start()
         if len(requests) == 1:
             env_ids, step = requests[0].env_ids, requests[0].step
         else:
@@ -62,6 +64,7 @@ class InferenceEngine:
                 *(np.concatenate([getattr(r.step, f) for r in requests]) for f in StepBatch.__dataclass_fields__)
             )
         pre_state = self.slots.gather_state(env_ids)
+        lap = self.clock.lap("batch", lap)
         with tf.device(self.device):
             actions, extras, new_state = self.agent.act(
                 step.observations, step.rewards, step.first, env_ids, pre_state
@@ -69,6 +72,7 @@ class InferenceEngine:
         actions = actions.numpy()
         extras = {k: v.numpy() for k, v in extras.items()}
         new_state = {k: v.numpy() for k, v in new_state.items()}
+        lap = self.clock.lap("policy", lap)
         sizes = [len(r) for r in requests]
         refused = self._refused_requests(actions, extras, new_state, sizes)
         if refused.any():
@@ -79,16 +83,21 @@ class InferenceEngine:
             extras, pre_state, new_state = ({k: v[keep] for k, v in d.items()} for d in (extras, pre_state, new_state))
             if not len(env_ids):
                 return [PolicyOutputError(REFUSAL)] * len(requests)
-        unrolls, returns, lengths, ended = self.slots.record(
+        self.clock.lap("checks", lap)
+        unrolls, returns, lengths, ended = self.slots.record(  # laps env_state and unrolls
             env_ids, step, actions, extras, pre_state, new_state
         )
+        lap = self.clock.start()
+        if unrolls is not None:
+            self.unrolls.put(unrolls)
+        lap = self.clock.lap("unrolls", lap)
         evaluating = int(self.slots.evaluation[env_ids].sum())
         self.metrics.add_inference(len(env_ids) - evaluating, evaluating, returns, lengths,
                                    self.slots.evaluation[ended], self.slots.trusted[ended])
-        if unrolls is not None:
-            self.unrolls.put(unrolls)
         served = iter(np.split(actions, np.cumsum([n for n, bad in zip(sizes, refused, strict=True) if not bad])[:-1]))
-        return [PolicyOutputError(REFUSAL) if bad else next(served) for bad in refused]
+        results = [PolicyOutputError(REFUSAL) if bad else next(served) for bad in refused]
+        self.clock.lap("metrics", lap)
+        return results
 
     def _refused_requests(self, actions: np.ndarray, extras: dict[str, np.ndarray], new_state: dict[str, np.ndarray],
                           sizes: list[int]) -> np.ndarray:

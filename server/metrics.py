@@ -12,6 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
+from seedfleet.stage_clock import StageClock
+from seedfleet.threads import cpu_by_thread_name
+
 
 class Metrics:
     """Counters written by the inference and trainer threads, read by the reporter."""
@@ -99,6 +102,11 @@ class Metrics:
             self.skipped_learner_steps += int(losses.get("skipped_steps", 0))
             self._losses = losses
 
+    def served(self) -> int:
+        """Env steps served so far, training and evaluation envs alike."""
+        with self._lock:
+            return self.env_steps + self.eval_env_steps
+
     @property
     def frames(self) -> int:
         return self.env_steps * self.frame_skip
@@ -166,15 +174,21 @@ def resident_memory_gib() -> float:
 
 
 class Reporter:
-    """Console progress lines, progress.csv and TensorBoard scalars at a fixed interval."""
+    """Console progress lines, progress.csv, TensorBoard scalars and learner_cpu.json at a fixed
+    interval. learner_cpu.json holds the run's totals so far (env steps served, training and
+    evaluation; CPU seconds by stage and by thread): two reads of it give the learner's CPU per
+    env step over any window (bench.load); TensorBoard gets each interval's, per stage."""
 
     CSV_COLUMNS = (
         "elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,episodes,learner_steps,"
         "learner_steps_per_s,mean_eval_return_last_100,replay_size,memory_gib\n"
     )
 
-    def __init__(self, metrics: Metrics, logdir: Path, queue_depth, summary_writer=None):
+    def __init__(self, metrics: Metrics, logdir: Path, queue_depth, summary_writer=None,
+                 clock: StageClock | None = None):
         self.metrics = metrics
+        self.clock = clock or StageClock()
+        self._last_cpu = self._cpu()
         self.logdir = logdir
         self.queue_depth = queue_depth
         self.writer = summary_writer
@@ -198,8 +212,11 @@ class Reporter:
         elapsed = now - self.metrics.start
         memory = resident_memory_gib()
         replay_size = interval["losses"].get("replay/size", math.nan)
+        cpu = self._cpu()
         if self.writer is not None:
-            self._write_summaries(frames, interval, steps_per_s, learner_per_s, memory)
+            self._write_summaries(frames, interval, steps_per_s, learner_per_s, memory, cpu)
+        self._last_cpu = cpu
+        write_json(self.logdir / "learner_cpu.json", cpu)
         with self.csv_path.open("a") as csv:
             csv.write(
                 f"{elapsed:.1f},{frames},{interval['env_steps']},{steps_per_s * self.metrics.frame_skip:.1f},"
@@ -217,8 +234,14 @@ class Reporter:
             f"mem {memory:.1f} GiB  elapsed {elapsed:.0f}s"
         )
 
+    def _cpu(self) -> dict:
+        """The run's totals so far, as learner_cpu.json holds them (call on the event loop)."""
+        return {"elapsed_s": round(time.monotonic() - self.metrics.start, 3), "env_steps": self.metrics.served(),
+                "stages_cpu_s": {k: round(v, 6) for k, v in self.clock.totals().items()},
+                "threads_cpu_s": {k: round(v, 3) for k, v in cpu_by_thread_name(os.getpid()).items()}}
+
     def _write_summaries(self, frames: int, interval: dict, steps_per_s: float, learner_per_s: float,
-                         memory_gib: float):
+                         memory_gib: float, cpu: dict):
         import tensorflow as tf
 
         with self.writer.as_default(step=frames):
@@ -235,12 +258,24 @@ class Reporter:
             tf.summary.scalar("learner/memory_gib", memory_gib)
             for name, value in interval["losses"].items():
                 tf.summary.scalar(name, value)
+            served = cpu["env_steps"] - self._last_cpu["env_steps"]
+            if served:
+                for kind in ("stages_cpu_s", "threads_cpu_s"):
+                    for name, total in cpu[kind].items():
+                        used = total - self._last_cpu[kind].get(name, 0.0)
+                        tf.summary.scalar(f"learner_cpu_us_per_env_step/{kind.split('_')[0]}/{name}",
+                                          1e6 * used / served)
         self.writer.flush()
 
 
-def write_summary(path: Path, **fields) -> None:
-    """Writes summary.json atomically (a temporary file, then a rename)."""
+def write_json(path: Path, fields: dict) -> None:
+    """Writes a JSON file atomically (a temporary file, then a rename): a reader never sees half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(fields, indent=2) + "\n")
     os.replace(tmp, path)
+
+
+def write_summary(path: Path, **fields) -> None:
+    """Writes summary.json atomically."""
+    write_json(path, fields)

@@ -18,6 +18,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from seedfleet.security import is_local_peer
+from seedfleet.stage_clock import StageClock
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from seedfleet.wire import PROTOCOL_VERSION, EnvSpec, WireError, decode_steps, encode_actions
@@ -57,13 +58,16 @@ class SlotAllocator:
         self.used[lo:hi] = False
 
 
-async def _parsed(raw_messages, context: grpc.aio.ServicerContext):
+async def _parsed(raw_messages, context: grpc.aio.ServicerContext, clock: StageClock):
     """The stream's ActorMessages; bytes that do not parse close it with INVALID_ARGUMENT."""
     async for raw in raw_messages:
+        started = clock.start()
         try:
-            yield pb.ActorMessage.FromString(raw)
+            message = pb.ActorMessage.FromString(raw)
         except DecodeError as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unparseable ActorMessage: {error}")
+        clock.lap("receive", started)
+        yield message
 
 
 def add_to_server(service: LearnerService, server: grpc.aio.Server) -> None:
@@ -89,6 +93,7 @@ class LearnerService(pb_grpc.LearnerServicer):
         idle_s: float = math.inf,
         observation_bounds: tuple[np.ndarray, np.ndarray] | None = None,
         trust_every_peer: bool = True,
+        clock: StageClock | None = None,
     ):
         self.env_config = env_config
         self.spec = EnvSpec.from_proto(env_config)
@@ -101,9 +106,10 @@ class LearnerService(pb_grpc.LearnerServicer):
         self.idle_s = idle_s
         self.observation_bounds = observation_bounds
         self.trust_every_peer = trust_every_peer  # else only loopback peers' episodes count for the target
+        self.clock = clock or StageClock()
 
     async def Act(self, request_iterator, context: grpc.aio.ServicerContext):
-        messages = aiter(_parsed(request_iterator, context))
+        messages = aiter(_parsed(request_iterator, context, self.clock))
         try:
             first = await anext(messages)
         except StopAsyncIteration:
@@ -157,12 +163,14 @@ class LearnerService(pb_grpc.LearnerServicer):
                                         f"nothing received for {self.idle_s:g} s (--stream-idle-s)")
                 if message.WhichOneof("kind") != "steps":
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected a steps message")
+                started = self.clock.start()
                 try:
                     env_ids, step = decode_steps(message.steps, id_range, self.spec.obs_shape, self.spec.obs_dtype,
                                                  self.max_abs_reward, self.observation_bounds)
                 except WireError as error:
                     log.warning("closing %s: %s", peer, error)
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+                self.clock.lap("decode", started)
                 try:
                     actions = await self.batcher.submit(StepRequest(env_ids, step), stream)
                 except PolicyOutputError as error:  # this stream's observations: only it is closed
@@ -170,7 +178,10 @@ class LearnerService(pb_grpc.LearnerServicer):
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"observations: {error}")
                 except Exception as error:  # noqa: BLE001 - the learner stops on it; tell the actor
                     await context.abort(grpc.StatusCode.INTERNAL, f"inference failed: {error}")
-                yield encode_actions(actions)
+                started = self.clock.start()
+                reply = encode_actions(actions)
+                self.clock.lap("reply", started)
+                yield reply
         finally:
             if stream is not None:
                 self.batcher.stream_closed(stream)

@@ -13,3 +13,7 @@ def test_a_short_load_run_is_served_without_errors():
     assert results["learner_cpu_s"] > 0 and results["env_steps_per_learner_cpu_s"] > 0
     by_thread = results["by_thread_us_per_env_step"]
     assert "inference" in by_thread and abs(sum(by_thread.values()) - results["learner_cpu_us_per_env_step"]) < 1
+    stages = results["by_stage_us_per_env_step"]  # the learner's own stage clock, split within each thread
+    assert stages["main"]["decode"] > 0 and stages["inference"]["policy"] > 0 and stages["inference"]["env_state"] > 0
+    for thread in ("main", "inference"):
+        assert abs(sum(stages[thread].values()) - by_thread[thread]) < 0.1  # "other" closes each thread's sum

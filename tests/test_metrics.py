@@ -1,15 +1,21 @@
-"""The learner's counters: the frame budget and the curves count training envs' steps only."""
+"""The learner's counters: the frame budget and the curves count training envs' steps only;
+its CPU by stage."""
+
+import json
+import time
 
 import numpy as np
+import pytest
 
 from algorithms.agent import AgentContext
 from algorithms.impala.agent import ImpalaAgent
 from algorithms.impala.config import ImpalaConfig
 from algorithms.networks import NetworkConfig
 from seedfleet.envs import StepBatch
+from seedfleet.stage_clock import StageClock
 from server.env_slots import EnvSlots
 from server.inference import InferenceEngine, StepRequest
-from server.metrics import Metrics
+from server.metrics import Metrics, Reporter
 from server.unroll_queue import UnrollQueue
 
 
@@ -43,3 +49,23 @@ def test_evaluation_envs_steps_are_counted_apart_from_the_frame_budget():
 
 def _rows(step: StepBatch, n: int, start: int = 0) -> StepBatch:
     return StepBatch(*(getattr(step, f)[start:start + n] for f in StepBatch.__dataclass_fields__))
+
+
+def test_the_stage_clock_counts_a_threads_cpu_not_its_waiting_and_the_reporter_writes_it(tmp_path):
+    clock = StageClock()
+    lap = clock.start()
+    time.sleep(0.2)
+    lap = clock.lap("waiting", lap)
+    deadline = time.perf_counter() + 0.2
+    while time.perf_counter() < deadline:
+        pass
+    clock.lap("busy", lap)
+    totals = clock.totals()
+    assert totals["waiting"] < 0.02 and 0.15 < totals["busy"] < 0.3
+
+    metrics = Metrics(frame_skip=4)
+    metrics.add_inference(100, 20, np.zeros(0), np.zeros(0), np.zeros(0, bool))
+    Reporter(metrics, tmp_path, lambda: 0, clock=clock).report()
+    written = json.loads((tmp_path / "learner_cpu.json").read_text())
+    assert written["env_steps"] == 120 and written["stages_cpu_s"]["busy"] == pytest.approx(totals["busy"], abs=1e-5)
+    assert sum(written["threads_cpu_s"].values()) >= totals["busy"] - 0.02  # /proc ticks: 10 ms

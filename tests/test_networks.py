@@ -87,3 +87,29 @@ def test_bfloat16_torso_stays_close_to_float32():
     assert l16.dtype == tf.float32 and v16.dtype == tf.float32
     np.testing.assert_allclose(v16.numpy(), v32.numpy(), rtol=0.05, atol=0.05)
     np.testing.assert_allclose(l16.numpy(), l32.numpy(), rtol=0.05, atol=0.01)
+
+
+@pytest.mark.parametrize("obs_shape", [(84, 84), (10, 10, 4)])
+def test_pool_torso_sees_cell_means_of_the_stack(obs_shape):
+    """The near-free torso of bench.load: its features are a function of the stack's 7x7 cell
+    means alone (a change inside one cell that keeps its mean changes nothing, a change of the
+    mean does), and it stacks frames and unrolls like any torso."""
+    rng = np.random.default_rng(4)
+    T, B = 3, 2
+    obs = rng.integers(0, 200, (T, B, *obs_shape), dtype=np.uint8)
+    first = np.zeros((T, B), bool)
+    first[0] = True
+    config = NetworkConfig(torso="pool", frame_stack=4 if len(obs_shape) == 2 else 1)
+    _run_both_ways(config, obs_shape, obs, first)
+    net = PolicyValueNet(config, obs_shape, num_actions=3, seed=1)
+    features = lambda o: net.torso(tf.constant(o), tf.constant(first), net.initial_state(B))[0].numpy()  # noqa: E731
+    base = features(obs)
+    assert base.shape == (T, B, 16)
+    window = net.torso.torso.window
+    swapped = obs.copy()  # two pixels of one cell of the newest frame trade places: same mean
+    swapped[-1, 0, 0, 0], swapped[-1, 0, window[0] - 1, window[1] - 1] = obs[-1, 0, window[0] - 1, window[1] - 1], \
+        obs[-1, 0, 0, 0]
+    np.testing.assert_allclose(features(swapped), base, rtol=1e-5, atol=1e-6)
+    brighter = obs.copy()
+    brighter[-1, 0] += 50
+    assert not np.allclose(features(brighter)[-1, 0], base[-1, 0])
