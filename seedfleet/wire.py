@@ -19,6 +19,7 @@ from seedfleet.v1 import actor_learner_pb2 as pb
 
 PROTOCOL_VERSION = 1
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 CHANNEL_OPTIONS = [  # both ends of the actor-learner channel
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -86,15 +87,6 @@ def decode_actions(message: pb.LearnerMessage, num_envs: int) -> np.ndarray:
     return actions.astype(np.int64)
 
 
-def _flags(raw: bytes, n: int, name: str) -> np.ndarray:
-    flags = np.frombuffer(raw, np.uint8)
-    if flags.shape != (n,):
-        raise WireError(f"{name}: expected {n} bytes, got {len(raw)}")
-    if flags.max(initial=0) > 1:
-        raise WireError(f"{name}: flags must be 0 or 1")
-    return flags.view(bool)
-
-
 def decode_steps(
     steps: pb.Steps,
     id_range: tuple[int, int],
@@ -109,43 +101,49 @@ def decode_steps(
 
     Returns (env_ids int32 [K], StepBatch); raises WireError on any violation.
     """
-    if len(steps.env_ids) % 4:
-        raise WireError(f"env_ids: {len(steps.env_ids)} bytes is not a whole number of int32")
-    env_ids = np.frombuffer(steps.env_ids, "<i4")
+    # Each bytes field is read once: every read of a protobuf bytes field copies it.
+    raw_ids, raw_obs, raw_rewards = steps.env_ids, steps.observations, steps.rewards
+    if len(raw_ids) % 4:
+        raise WireError(f"env_ids: {len(raw_ids)} bytes is not a whole number of int32")
+    env_ids = np.frombuffer(raw_ids, "<i4")
     n = env_ids.shape[0]
     lo, hi = id_range
     if n == 0:
         raise WireError("a Steps message must carry at least one env")
-    if env_ids.min() < lo or env_ids.max() >= hi:
-        bad = env_ids[(env_ids < lo) | (env_ids >= hi)][0]
-        raise WireError(f"unknown env id {bad}: this actor owns ids {lo}..{hi - 1}")
-    if np.bincount(env_ids - lo, minlength=hi - lo).max() > 1:
-        raise WireError("an env id appears twice in one message")
+    ascending = n == 1 or bool((env_ids[1:] > env_ids[:-1]).all())  # as actors send them: no repeats
+    if not (ascending and lo <= env_ids[0] and env_ids[-1] < hi):
+        if env_ids.min() < lo or env_ids.max() >= hi:
+            bad = env_ids[(env_ids < lo) | (env_ids >= hi)][0]
+            raise WireError(f"unknown env id {bad}: this actor owns ids {lo}..{hi - 1}")
+        if np.bincount(env_ids - lo, minlength=hi - lo).max() > 1:
+            raise WireError("an env id appears twice in one message")
     dtype = _le(obs_dtype)
-    expected = n * int(np.prod(obs_shape)) * dtype.itemsize
-    if len(steps.observations) != expected:
-        raise WireError(
-            f"observations: expected {expected} bytes for {n} x {obs_shape} {dtype.name}, "
-            f"got {len(steps.observations)}"
-        )
-    if len(steps.rewards) != 4 * n:
-        raise WireError(f"rewards: expected {4 * n} bytes, got {len(steps.rewards)}")
-    rewards = np.frombuffer(steps.rewards, "<f4")
-    if not np.isfinite(rewards).all():
-        raise WireError("rewards must be finite (got NaN or inf)")
-    if np.abs(rewards).max() > max_abs_reward:
+    expected = n * math.prod(obs_shape) * dtype.itemsize
+    if len(raw_obs) != expected:
+        raise WireError(f"observations: expected {expected} bytes for {n} x {obs_shape} {dtype.name}, "
+                        f"got {len(raw_obs)}")
+    if len(raw_rewards) != 4 * n:
+        raise WireError(f"rewards: expected {4 * n} bytes, got {len(raw_rewards)}")
+    rewards = np.frombuffer(raw_rewards, "<f4")
+    if not (np.abs(rewards) <= min(max_abs_reward, FLOAT32_MAX)).all():  # also false for NaN and inf
+        if not np.isfinite(rewards).all():
+            raise WireError("rewards must be finite (got NaN or inf)")
         raise WireError(f"rewards: {np.abs(rewards).max():.3g} exceeds --max-abs-reward {max_abs_reward:g}")
-    observations = np.frombuffer(steps.observations, dtype).reshape(n, *obs_shape)
+    observations = np.frombuffer(raw_obs, dtype).reshape(n, *obs_shape)
     if observations.dtype.kind == "f" and not np.isfinite(observations).all():
         raise WireError("observations must be finite (got NaN or inf)")
     if bounds is not None and not ((observations >= bounds[0]).all() and (observations <= bounds[1]).all()):
         raise WireError("observations: outside the observation space's bounds")
-    batch = StepBatch(
-        observations=observations,
-        rewards=rewards,
-        terminated=_flags(steps.terminated, n, "terminated"),
-        truncated=_flags(steps.truncated, n, "truncated"),
-        first=_flags(steps.first, n, "first"),
-        life_lost=_flags(steps.life_lost, n, "life_lost") if steps.life_lost else None,
-    )
+    raw_life_lost = steps.life_lost
+    names = ("terminated", "truncated", "first", "life_lost")[: 4 if raw_life_lost else 3]
+    raws = (steps.terminated, steps.truncated, steps.first, raw_life_lost)[: len(names)]
+    for name, raw in zip(names, raws, strict=True):
+        if len(raw) != n:
+            raise WireError(f"{name}: expected {n} bytes, got {len(raw)}")
+    flags = np.frombuffer(b"".join(raws), np.uint8).reshape(len(names), n)  # one check for every flag
+    if flags.max() > 1:
+        raise WireError(f"{names[int(np.argmax(flags.max(axis=1)))]}: flags must be 0 or 1")
+    flags = flags.view(bool)
+    batch = StepBatch(observations=observations, rewards=rewards, terminated=flags[0], truncated=flags[1],
+                      first=flags[2], life_lost=flags[3] if raw_life_lost else None)
     return env_ids, batch
