@@ -2,7 +2,8 @@
 
     python -m bench.load --streams 256 --seconds 300     # a learner of its own on loopback
     python -m bench.load --learner HOST:PORT ...          # or one already running
-    python -m bench.load --streams 32 --envs-per-stream 16 ...  # the learner's own ceiling (below)
+    python -m bench.load --env ALE/Pong-v5 --learner-flags "--torso pool" --streams 32 --envs-per-stream 16
+                                                          # the learner's own ceiling on Atari frames (below)
 
 Each stream says Hello for `--envs-per-stream` envs and then sends Steps of one pre-built
 batch of zero observations (the shape and dtype the learner's handshake names, within the
