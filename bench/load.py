@@ -66,7 +66,11 @@ async def _stream(address: str, envs: int, run_id: int, window: tuple[float, flo
     (monotonic times, the same in every process), whose round trips go to `latencies`."""
     since, until = window
     served = 0
-    async with grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+    # A connection of its own, as each actor process has: gRPC would otherwise carry a
+    # process's streams on one connection, and the kernel spreads connections, not streams,
+    # over a learner's front ends.
+    options = [*CHANNEL_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]
+    async with grpc.aio.insecure_channel(address, options=options) as channel:
         outbox: asyncio.Queue = asyncio.Queue()
 
         async def requests():
@@ -182,16 +186,21 @@ def run_load(config: LoadConfig) -> dict:
 
 
 # The stages of each thread (seedfleet/stage_clock.py); the rest of a thread's CPU is its "other".
-THREAD_STAGES = {"main": ("receive", "decode", "batcher", "reply"),
+# With --frontends, the front ends' threads and stages are named "frontend:<name>", and "link"
+# is the time either end spends on their links.
+THREAD_STAGES = {"main": ("receive", "decode", "batcher", "reply", "link"),
                  "inference": ("batch", "policy", "checks", "env_state", "unrolls", "metrics"),
-                 "trainer": ("train_batch", "train_step")}
+                 "trainer": ("train_batch", "train_step"),
+                 "frontend:main": ("frontend:receive", "frontend:decode", "frontend:reply", "frontend:link")}
 
 
 def _learner_cpu(cpu: list[dict]) -> dict:
     """From two reads of learner_cpu.json: env steps per learner CPU second, and the learner's
-    CPU microseconds per env step by thread ("main" is the event loop) and, within the
-    learner's own threads, by stage ("other": gRPC's asyncio layer and the loop itself on the
-    main thread, what falls between the stages on the others)."""
+    CPU microseconds per env step by process (the learner's outside TensorFlow's pools,
+    policy call and train step: what its Python threads, which share one interpreter lock,
+    spend), by thread ("main" is the event loop) and, within the learner's own threads, by
+    stage ("other": gRPC's asyncio layer and the loop itself on the main thread, what falls
+    between the stages on the others)."""
     if len(cpu) < 2 or cpu[1]["env_steps"] <= cpu[0]["env_steps"]:
         return {}
     start, end = cpu
@@ -203,12 +212,20 @@ def _learner_cpu(cpu: list[dict]) -> dict:
     threads, stages = per_step("threads_cpu_s"), per_step("stages_cpu_s")
     by_stage = {}
     for thread, names in THREAD_STAGES.items():
+        if thread not in threads:
+            continue
         own = {name: round(stages.get(name, 0.0), 2) for name in names}
         by_stage[thread] = {**own, "other": round(threads.get(thread, 0.0) - sum(own.values()), 2)}
     total_us = sum(threads.values())
+    frontends_us = sum(us for name, us in threads.items() if name.startswith("frontend:"))
+    tensorflow_us = threads.get("tf", 0.0) + stages.get("policy", 0.0) + stages.get("train_step", 0.0)
     return {"learner_env_steps": served, "learner_cpu_s": round(total_us * served / 1e6, 2),
             "env_steps_per_learner_cpu_s": round(1e6 / total_us, 1) if total_us else None,
             "learner_cpu_us_per_env_step": round(total_us, 2),
+            "by_process_us_per_env_step": {"learner": round(total_us - frontends_us, 2),
+                                           "learner_outside_tensorflow": round(total_us - frontends_us - tensorflow_us,
+                                                                               2),
+                                           "frontends": round(frontends_us, 2)},
             "by_thread_us_per_env_step": {name: round(us, 2) for name, us in
                                           sorted(threads.items(), key=lambda kv: -kv[1]) if us >= 0.01},
             "by_stage_us_per_env_step": by_stage}

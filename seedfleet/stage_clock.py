@@ -9,6 +9,7 @@ waiting for a lock, a queue or the network costs nothing.
               decode     the Steps message checked and decoded to arrays
               batcher    requests queued, batches taken, results handed back
               reply      the Actions message built
+              link       (with --frontends) the links to the front ends: requests in, actions out
               (the rest of the event loop's CPU: gRPC's asyncio layer and the loop itself)
   inference   batch      the batch's requests joined, its envs' state gathered
               policy     the agent's act, outputs copied out of TensorFlow
@@ -19,8 +20,12 @@ waiting for a lock, a queue or the network costs nothing.
   trainer     train_batch  unrolls taken off the queue and joined into a batch
               train_step   the learner step (its arithmetic runs on TensorFlow's pool threads)
 
+With --frontends (server/frontends.py), receive, decode and reply run in the front-end
+processes, each with a "link" stage of its own (the step written to shared memory and
+sent); they are reported as "frontend:<stage>", summed over the front ends.
+
 The learner writes the totals with its threads' CPU to <logdir>/learner_cpu.json at every
-progress line (server/metrics.py), and TensorBoard gets each stage's CPU per env step.
+progress line (server/metrics.py), with the front ends' threads and stages, and TensorBoard gets each stage's CPU per env step.
 """
 
 from __future__ import annotations

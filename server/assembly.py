@@ -1,6 +1,7 @@
-"""The learner's assembly: its config, its agent, and every part wired to the next.
+"""The learner's assembly: its agent, and every part wired to the next.
 
-    actors ==Steps==> LearnerService --StepRequest--> DynamicBatcher --batch-->
+    actors ==Steps==> LearnerService (here, or in front-end processes) --StepRequest-->
+    LocalBackend --> DynamicBatcher --batch-->
     inference thread (InferenceEngine: agent.act, EnvSlots) --sequences--> UnrollQueue
     --> trainer thread (agent.learn)
 
@@ -14,76 +15,36 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import faulthandler
 import json
 import logging
-import math
-import sys
-from collections.abc import Awaitable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
-import numpy as np
 import tensorflow as tf
 
 from algorithms.agent import Agent, AgentContext
 from algorithms.networks import NetworkConfig
 from algorithms.registry import AlgoConfig, algorithm
 from algorithms.trainer import OnPolicyTrainer, TrainerThread
-from seedfleet.envs import EnvBatch, atari_settings, observation_bounds
+from seedfleet.envs import EnvBatch, atari_settings
 from seedfleet.errors import UsageError
-from seedfleet.security import read_token, require_protection, server_credentials
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
-from seedfleet.wire import MAX_MESSAGE_BYTES, EnvSpec, atari_to_proto
-from server.auth import TokenCheck
+from seedfleet.wire import EnvSpec, atari_to_proto
+from server.actor_port import ActorPort, bounded, port_security
+from server.backend import LocalBackend
 from server.batcher import DynamicBatcher
 from server.checkpoint import CheckpointStore, LearnerCheckpoints
+from server.config import LearnerConfig
 from server.env_slots import EnvSlots
-from server.health import LearnerHealth, add_health
+from server.frontends import FrontEnds
 from server.inference import InferenceEngine
 from server.metrics import Metrics, Reporter
-from server.service import LearnerService, add_to_server
 from server.unroll_queue import UnrollQueue
 
 log = logging.getLogger("seedfleet.learner")
-
-
-@dataclass
-class LearnerConfig:
-    env: str = "CartPole-v1"  # any gymnasium id with discrete actions; ALE ids get Atari preprocessing
-    algo: str = "vtrace"  # the agent: vtrace (IMPALA) or r2d2
-    address: str = "[::]:8470"  # where to listen: host:port (port 0 picks one) or unix:PATH
-    seed: int = 0  # seeds the network, action sampling and the envs
-    logdir: str = ""  # TensorBoard and summary.json; default runs/<env>-<algo>-seed<seed>
-    max_frames: int = 0  # stop after this many env frames (0: no limit)
-    target_return: float = math.nan  # stop once the mean return over 100 episodes reaches it
-    max_envs: int = 1024  # env slots on the learner, over all actors
-    max_abs_reward: float = 1e9  # a stream sending a larger reward is closed (INVALID_ARGUMENT)
-    check_observation_bounds: bool = True  # a stream sending observations outside the space's bounds is closed
-    max_envs_per_stream: int = 256  # envs one actor stream may run (more is refused: INVALID_ARGUMENT)
-    stream_idle_s: float = 60.0  # a stream silent this long is closed and its envs freed (DEADLINE_EXCEEDED)
-    keepalive_s: float = 20.0  # the server pings idle connections this often; a dead peer's go within 2x
-    inference_batch_size: int = 256  # flush a batch once this many envs wait
-    inference_timeout_ms: float = 4.0  # ... or once the oldest request waited this long
-    queue_unrolls: int = 0  # unrolls buffered for the trainer (0: two training batches)
-    progress_interval_s: float = 5.0  # seconds between console progress lines
-    exploration_envs: int = 0  # r2d2: N of the Ape-X epsilons over env ids 0..N-1 (0: max_envs)
-    checkpoint_interval_s: float = 600.0  # seconds between checkpoints in <logdir>/checkpoints (0: only on stop)
-    keep_checkpoints: int = 3  # the newest this many checkpoints are kept
-    checkpoint_replay: bool = False  # r2d2: checkpoints hold the replay too (bytes/step x steps stored: GBs on Atari)
-    fresh: bool = False  # ignore the logdir's checkpoints and start from scratch (new ones are still written)
-    tls_cert: str = ""  # PEM certificate (chain) of the learner: TLS on its port, with --tls-key
-    tls_key: str = ""  # PEM private key of --tls-cert
-    tls_client_ca: str = ""  # PEM CA: every actor must present a certificate it signed (mTLS)
-    token_file: str = ""  # file holding the token every actor must send (else UNAUTHENTICATED)
-    insecure: bool = False  # allow plain TCP with no token off loopback (anyone who reaches the port takes part)
-    target_from: str = "trusted"  # whose episodes can end a run on --target-return: trusted or any (see README)
-    train_devices: int = 0  # devices each learner step is shared over: 0 = every GPU TensorFlow sees (one
-    # device without), N: the first N GPUs, or N of TensorFlow's CPU devices on a host without GPUs
 
 
 def env_config_for(config: LearnerConfig) -> tuple[pb.EnvConfig, int]:
@@ -153,59 +114,6 @@ def run_setup(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkCo
     return json.loads(json.dumps(setup, default=str))  # tuples become lists, as they read back
 
 
-async def bounded(step: str, awaitable: Awaitable, timeout_s: float) -> None:
-    """Awaits one teardown step for at most `timeout_s`, so a stop never hangs on one part. A
-    step that overruns is logged with every task's and thread's stack, cancelled without
-    waiting (unlike wait_for, which waits for the cancel to take), and the teardown goes on."""
-    task = asyncio.ensure_future(awaitable)
-    done, _ = await asyncio.wait({task}, timeout=timeout_s)
-    if task in done:
-        task.result()  # a failing step fails the teardown as before
-        return
-    log.error("teardown: %s took over %.0f s; going on without it. Stacks follow.", step, timeout_s)
-    for other in asyncio.all_tasks():
-        other.print_stack(file=sys.stderr)
-    faulthandler.dump_traceback(all_threads=True)
-    task.cancel()
-
-
-def max_message_bytes(spec: EnvSpec, max_envs_per_stream: int) -> int:
-    """The largest message the learner takes: a Steps message for the most envs a stream may
-    run, twice over, and at least 64 KiB. Anything larger is refused by gRPC itself
-    (RESOURCE_EXHAUSTED) before it is read into memory."""
-    per_env = int(np.prod(spec.obs_shape)) * spec.obs_dtype.itemsize + 4 + 4 + 4  # observation, id, reward, flags
-    return max(64 * 1024, 2 * per_env * max_envs_per_stream)
-
-
-def keepalive_options(every_s: float) -> list[tuple[str, int]]:
-    """The server pings each connection every `every_s` and drops one that does not answer
-    within as long again: a frozen or vanished peer's streams end and their envs are freed."""
-    ms = int(every_s * 1000)
-    return [("grpc.keepalive_time_ms", ms), ("grpc.keepalive_timeout_ms", ms),
-            ("grpc.keepalive_permit_without_calls", 1)]
-
-
-TARGET_FROM = ("trusted", "any")
-
-
-def secure_server(config: LearnerConfig, options: list[tuple[str, int]]) -> tuple[grpc.aio.Server, int, bool]:
-    """The gRPC server on `config.address` with TLS and the token check as configured: (server,
-    bound port, whether every peer it admits is credentialed by a token or a client certificate).
-    Plaintext with no token off loopback is refused unless `--insecure` (seedfleet/security.py)."""
-    if config.target_from not in TARGET_FROM:
-        raise UsageError(f"--target-from {config.target_from!r}: choose from {', '.join(TARGET_FROM)}")
-    token = read_token(config.token_file)
-    credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
-    require_protection(config.address, credentials is not None, token is not None, config.insecure, "learner")
-    with spawned_threads_named("grpc"):  # gRPC's poller
-        server = grpc.aio.server(options=options, interceptors=[TokenCheck(token)] if token else None)
-    if credentials is None:
-        port = server.add_insecure_port(config.address)
-    else:
-        port = server.add_secure_port(config.address, credentials)
-    return server, port, token is not None or bool(config.tls_client_ca)
-
-
 @dataclass
 class Learner:
     """The parts of one learner, wired: gRPC server and health service, batcher and
@@ -213,14 +121,12 @@ class Learner:
 
     config: LearnerConfig
     logdir: Path
-    address: str
     agent: Agent
     metrics: Metrics
     queue: UnrollQueue
     executor: ThreadPoolExecutor
     batcher: DynamicBatcher
-    server: grpc.aio.Server
-    health: LearnerHealth
+    actor_port: ActorPort | FrontEnds  # the actors' gRPC server here, or the front-end processes serving it
     trainer: TrainerThread
     checkpoints: LearnerCheckpoints
     reporter: Reporter
@@ -235,12 +141,12 @@ class Learner:
         logdir.mkdir(parents=True, exist_ok=True)
         env_config, frame_skip = env_config_for(config)
         spec = EnvSpec.from_proto(env_config)
-        server, port, credentialed = secure_server(config, [  # before the agent: a refusal comes at once
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_receive_message_length", max_message_bytes(spec, config.max_envs_per_stream)),
-            *keepalive_options(config.keepalive_s),
-        ])
-        address = config.address if config.address.startswith("unix:") else f"localhost:{port}"
+        if config.frontends < 0:
+            raise UsageError(f"--frontends {config.frontends}: 0 (none) or more")
+        if config.frontends:  # before the agent: a refusal comes at once
+            port_security(config)
+        else:
+            actor_port = ActorPort.bind(config, spec)
         with spawned_threads_named("tf"):  # TensorFlow's pools start with its first op
             tf.random.set_seed(config.seed)
             device, train_devices = compute_device(), training_devices(config.train_devices)
@@ -259,12 +165,11 @@ class Learner:
                                       initargs=("inference",))
         batcher = DynamicBatcher(engine.process, executor, config.inference_batch_size,
                                  config.inference_timeout_ms / 1000, size_of=len, clock=clock)
-        bounds = observation_bounds(config.env) if config.check_observation_bounds else None
-        add_to_server(LearnerService(env_config, engine, batcher, executor, config.max_envs, config.max_abs_reward,
-                                     config.max_envs_per_stream, config.stream_idle_s, bounds,
-                                     trust_every_peer=credentialed or config.target_from == "any", clock=clock),
-                      server)
-        health = await add_health(server)  # grpc.health.v1: SERVING from start to stop
+        backend = LocalBackend(engine.reset, batcher, executor, config.max_envs)
+        if config.frontends:
+            actor_port = FrontEnds(config, env_config, backend, config.frontends, clock)
+        else:
+            await actor_port.serve(config, env_config, backend, clock)
         if train:
             trainer = algorithm(config.algo).make_trainer(agent, queue, metrics, device, algo_config, config.seed)
         else:
@@ -276,13 +181,21 @@ class Learner:
         if not config.fresh:
             checkpoints.restore()
         reporter = Reporter(metrics, logdir, lambda: len(queue), tf.summary.create_file_writer(str(logdir)), clock)
-        return cls(config, logdir, address, agent, metrics, queue, executor, batcher, server, health, trainer,
+        if config.frontends:
+            reporter.other_processes_cpu = actor_port.cpu
+        return cls(config, logdir, agent, metrics, queue, executor, batcher, actor_port, trainer,
                    checkpoints, reporter)
+
+    @property
+    def address(self) -> str:
+        """Where actors on this host reach the learner (its port is known once bound)."""
+        if self.config.address.startswith("unix:"):
+            return self.config.address
+        return f"localhost:{self.actor_port.port}"
 
     async def start(self) -> None:
         self.batcher.start()
-        await self.server.start()
-        await self.health.serving()
+        await self.actor_port.start()
         self.trainer.start()
         log.info("listening on %s, logdir %s", self.address, self.logdir)
 
@@ -300,8 +213,7 @@ class Learner:
         loop = asyncio.get_running_loop()
         self.trainer.stopping.set()
         self.queue.close()
-        await bounded("health NOT_SERVING", self.health.stopping(), 5.0)
-        await bounded("gRPC server stop", self.server.stop(grace=1.0), 5.0)
+        await bounded("actors' port stop", self.actor_port.stop(), 15.0)
         await bounded("batcher stop", self.batcher.stop(), 5.0)
         await loop.run_in_executor(None, self.trainer.join, 10.0)
         self.executor.shutdown(wait=False, cancel_futures=True)

@@ -86,6 +86,11 @@ class DynamicBatcher:
         self._recount_at = -math.inf
 
     async def submit(self, request: Any, stream: int | None = None) -> Any:
+        return await self.submit_nowait(request, stream)
+
+    def submit_nowait(self, request: Any, stream: int | None = None) -> asyncio.Future:
+        """Queues `request`; its result (or error) comes on the returned future. Cancelling
+        the future withdraws the request if no batch has taken it yet."""
         started = self.clock.start()
         loop = asyncio.get_running_loop()
         last = self._last_submit.get(stream)
@@ -98,7 +103,7 @@ class DynamicBatcher:
         self._pending_envs += self._size_of(request)
         self._wakeup.set()
         self.clock.lap("batcher", started)
-        return await future
+        return future
 
     def _ready(self) -> bool:
         if self._pending_envs >= self.max_batch_envs:

@@ -14,29 +14,16 @@ are left as they were, and the other requests of the batch are served as usual.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
 
 from algorithms.agent import Agent
 from seedfleet.envs import StepBatch
+from server.backend import PolicyOutputError, StepRequest
 from server.env_slots import EnvSlots
 from server.metrics import Metrics
 from server.unroll_queue import UnrollQueue
-
-
-class PolicyOutputError(ValueError):
-    """A request whose observations drove the policy to outputs no actor may get."""
-
-
-@dataclass
-class StepRequest:
-    env_ids: np.ndarray  # int32 [K]
-    step: StepBatch
-
-    def __len__(self) -> int:
-        return len(self.env_ids)
 
 
 class InferenceEngine:

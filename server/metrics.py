@@ -188,6 +188,7 @@ class Reporter:
                  clock: StageClock | None = None):
         self.metrics = metrics
         self.clock = clock or StageClock()
+        self.other_processes_cpu = None  # () -> (stages, threads) CPU seconds of the front ends, if any
         self._last_cpu = self._cpu()
         self.logdir = logdir
         self.queue_depth = queue_depth
@@ -236,9 +237,13 @@ class Reporter:
 
     def _cpu(self) -> dict:
         """The run's totals so far, as learner_cpu.json holds them (call on the event loop)."""
+        stages, threads = self.clock.totals(), cpu_by_thread_name(os.getpid())
+        if self.other_processes_cpu is not None:
+            other_stages, other_threads = self.other_processes_cpu()
+            stages, threads = {**stages, **other_stages}, {**threads, **other_threads}
         return {"elapsed_s": round(time.monotonic() - self.metrics.start, 3), "env_steps": self.metrics.served(),
-                "stages_cpu_s": {k: round(v, 6) for k, v in self.clock.totals().items()},
-                "threads_cpu_s": {k: round(v, 3) for k, v in cpu_by_thread_name(os.getpid()).items()}}
+                "stages_cpu_s": {k: round(v, 6) for k, v in stages.items()},
+                "threads_cpu_s": {k: round(v, 3) for k, v in threads.items()}}
 
     def _write_summaries(self, frames: int, interval: dict, steps_per_s: float, learner_per_s: float,
                          memory_gib: float, cpu: dict):

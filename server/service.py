@@ -1,8 +1,9 @@
-"""The gRPC face of the learner: handshakes, env id ranges, checked decoding.
+"""The gRPC face of the learner: handshakes and checked decoding, over a StreamBackend.
 
-Each actor stream gets a contiguous range of env ids. A stream that breaks the
-protocol is closed with INVALID_ARGUMENT; its envs are dropped and every other
-stream goes on being served.
+Each actor stream gets a contiguous range of env ids from the backend (server/backend.py).
+A stream that breaks the protocol is closed with INVALID_ARGUMENT; its envs are dropped
+and every other stream goes on being served. TensorFlow-free: front-end processes
+(server/frontend.py) run it too.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections import OrderedDict
-from concurrent.futures import Executor
 
 import grpc
 import numpy as np
@@ -22,40 +21,9 @@ from seedfleet.stage_clock import StageClock
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from seedfleet.wire import PROTOCOL_VERSION, EnvSpec, WireError, decode_steps, encode_actions
-from server.batcher import DynamicBatcher
-from server.inference import InferenceEngine, PolicyOutputError, StepRequest
+from server.backend import StepRequest, StreamBackend, StreamRefused, refusal_of
 
 log = logging.getLogger("seedfleet.learner")
-
-
-class SlotAllocator:
-    """Hands out contiguous env id ranges; a returning run id gets its old range back if free.
-
-    The ranges of past run ids are remembered for the newest `remembered` of them only."""
-
-    def __init__(self, capacity: int, remembered: int = 4096):
-        self.used = np.zeros(capacity, bool)
-        self.previous: OrderedDict[int, tuple[int, int]] = OrderedDict()
-        self.remembered = remembered
-
-    def allocate(self, run_id: int, n: int) -> tuple[int, int] | None:
-        lo_hi = self.previous.get(run_id)
-        if lo_hi is None or lo_hi[1] - lo_hi[0] != n or self.used[lo_hi[0] : lo_hi[1]].any():
-            counts = np.concatenate([[0], np.cumsum(self.used)])
-            window = counts[n:] - counts[:-n] if n <= len(self.used) else np.array([1])
-            free = np.flatnonzero(window == 0)
-            if len(free) == 0:
-                return None
-            lo_hi = (int(free[0]), int(free[0]) + n)
-        self.used[lo_hi[0] : lo_hi[1]] = True
-        self.previous[run_id] = lo_hi
-        self.previous.move_to_end(run_id)
-        while len(self.previous) > self.remembered:
-            self.previous.popitem(last=False)
-        return lo_hi
-
-    def release(self, lo: int, hi: int) -> None:
-        self.used[lo:hi] = False
 
 
 async def _parsed(raw_messages, context: grpc.aio.ServicerContext, clock: StageClock):
@@ -84,12 +52,9 @@ class LearnerService(pb_grpc.LearnerServicer):
     def __init__(
         self,
         env_config: pb.EnvConfig,
-        engine: InferenceEngine,
-        batcher: DynamicBatcher,
-        inference_executor: Executor,
-        capacity: int,
-        max_abs_reward: float = math.inf,
+        backend: StreamBackend,
         max_envs_per_stream: int = 256,
+        max_abs_reward: float = math.inf,
         idle_s: float = math.inf,
         observation_bounds: tuple[np.ndarray, np.ndarray] | None = None,
         trust_every_peer: bool = True,
@@ -97,12 +62,9 @@ class LearnerService(pb_grpc.LearnerServicer):
     ):
         self.env_config = env_config
         self.spec = EnvSpec.from_proto(env_config)
-        self.engine = engine
-        self.batcher = batcher
-        self.executor = inference_executor
-        self.slots = SlotAllocator(capacity)
+        self.backend = backend
+        self.max_envs_per_stream = max_envs_per_stream
         self.max_abs_reward = max_abs_reward
-        self.max_envs_per_stream = min(max_envs_per_stream, capacity)
         self.idle_s = idle_s
         self.observation_bounds = observation_bounds
         self.trust_every_peer = trust_every_peer  # else only loopback peers' episodes count for the target
@@ -126,30 +88,22 @@ class LearnerService(pb_grpc.LearnerServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"num_envs {hello.num_envs}: a stream may run 1 to {self.max_envs_per_stream} envs "
                                 "(--max-envs-per-stream, --max-envs)")
-        id_range = self.slots.allocate(hello.run_id, hello.num_envs)
-        if id_range is None:
-            await context.abort(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"no room for {hello.num_envs} more envs (--max-envs {len(self.slots.used)})",
-            )
-        lo, hi = id_range
-        peer = f"{context.peer()} run {hello.run_id:016x} envs {lo}..{hi - 1}"
+        trusted = self.trust_every_peer or is_local_peer(context.peer())
+        try:
+            stream = await self.backend.open(hello.run_id, hello.num_envs, hello.evaluation, trusted)
+        except StreamRefused as refused:
+            await context.abort(refused.code, refused.message)
+        id_range = (stream.lo, stream.hi)
+        peer = f"{context.peer()} run {hello.run_id:016x} envs {stream.lo}..{stream.hi - 1}"
         if hello.evaluation:
             peer += " (evaluation)"
-        trusted = self.trust_every_peer or is_local_peer(context.peer())
         if not trusted:
             peer += " (untrusted: its episodes do not count for --target-return)"
-        stream: int | None = None  # the batcher's token, once this stream may submit
         try:
-            # The inference thread owns the per-env state: reset it there, in order.
-            await asyncio.get_running_loop().run_in_executor(
-                self.executor, self.engine.reset, lo, hi, hello.evaluation, trusted
-            )
             config = pb.EnvConfig()
             config.CopyFrom(self.env_config)
-            config.env_ids.extend(range(lo, hi))
+            config.env_ids.extend(range(stream.lo, stream.hi))
             log.info("actor connected: %s", peer)
-            stream = self.batcher.stream_opened()
             yield pb.LearnerMessage(config=config)
             while True:
                 try:
@@ -172,18 +126,16 @@ class LearnerService(pb_grpc.LearnerServicer):
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
                 self.clock.lap("decode", started)
                 try:
-                    actions = await self.batcher.submit(StepRequest(env_ids, step), stream)
-                except PolicyOutputError as error:  # this stream's observations: only it is closed
-                    log.warning("closing %s: %s", peer, error)
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"observations: {error}")
-                except Exception as error:  # noqa: BLE001 - the learner stops on it; tell the actor
-                    await context.abort(grpc.StatusCode.INTERNAL, f"inference failed: {error}")
+                    actions = await self.backend.submit(stream, StepRequest(env_ids, step))
+                except Exception as error:  # noqa: BLE001 - the stream is closed with its status
+                    refused = refusal_of(error)
+                    if refused.code == grpc.StatusCode.INVALID_ARGUMENT:  # this stream's observations: only it
+                        log.warning("closing %s: %s", peer, refused.message)
+                    await context.abort(refused.code, refused.message)
                 started = self.clock.start()
                 reply = encode_actions(actions)
                 self.clock.lap("reply", started)
                 yield reply
         finally:
-            if stream is not None:
-                self.batcher.stream_closed(stream)
-            self.slots.release(lo, hi)
+            self.backend.close(stream)
             log.info("actor gone: %s", peer)

@@ -18,7 +18,8 @@ from seedfleet.security import channel_credentials, is_local_address, is_local_p
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from seedfleet.wire import PROTOCOL_VERSION
-from server.assembly import LearnerConfig, secure_server
+from server.actor_port import secure_server
+from server.config import LearnerConfig
 from server.metrics import Metrics
 
 

@@ -1,0 +1,43 @@
+"""The learner's settings: one dataclass, every field a `seedfleet learner` flag (and a
+SEEDFLEET_* variable). TensorFlow-free, so the front-end processes read it too."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass
+class LearnerConfig:
+    env: str = "CartPole-v1"  # any gymnasium id with discrete actions; ALE ids get Atari preprocessing
+    algo: str = "vtrace"  # the agent: vtrace (IMPALA) or r2d2
+    address: str = "[::]:8470"  # where to listen: host:port (port 0 picks one) or unix:PATH
+    seed: int = 0  # seeds the network, action sampling and the envs
+    logdir: str = ""  # TensorBoard and summary.json; default runs/<env>-<algo>-seed<seed>
+    max_frames: int = 0  # stop after this many env frames (0: no limit)
+    target_return: float = math.nan  # stop once the mean return over 100 episodes reaches it
+    max_envs: int = 1024  # env slots on the learner, over all actors
+    max_abs_reward: float = 1e9  # a stream sending a larger reward is closed (INVALID_ARGUMENT)
+    check_observation_bounds: bool = True  # a stream sending observations outside the space's bounds is closed
+    max_envs_per_stream: int = 256  # envs one actor stream may run (more is refused: INVALID_ARGUMENT)
+    stream_idle_s: float = 60.0  # a stream silent this long is closed and its envs freed (DEADLINE_EXCEEDED)
+    keepalive_s: float = 20.0  # the server pings idle connections this often; a dead peer's go within 2x
+    inference_batch_size: int = 256  # flush a batch once this many envs wait
+    inference_timeout_ms: float = 4.0  # ... or once the oldest request waited this long
+    queue_unrolls: int = 0  # unrolls buffered for the trainer (0: two training batches)
+    progress_interval_s: float = 5.0  # seconds between console progress lines
+    exploration_envs: int = 0  # r2d2: N of the Ape-X epsilons over env ids 0..N-1 (0: max_envs)
+    checkpoint_interval_s: float = 600.0  # seconds between checkpoints in <logdir>/checkpoints (0: only on stop)
+    keep_checkpoints: int = 3  # the newest this many checkpoints are kept
+    checkpoint_replay: bool = False  # r2d2: checkpoints hold the replay too (bytes/step x steps stored: GBs on Atari)
+    fresh: bool = False  # ignore the logdir's checkpoints and start from scratch (new ones are still written)
+    tls_cert: str = ""  # PEM certificate (chain) of the learner: TLS on its port, with --tls-key
+    tls_key: str = ""  # PEM private key of --tls-cert
+    tls_client_ca: str = ""  # PEM CA: every actor must present a certificate it signed (mTLS)
+    token_file: str = ""  # file holding the token every actor must send (else UNAUTHENTICATED)
+    insecure: bool = False  # allow plain TCP with no token off loopback (anyone who reaches the port takes part)
+    target_from: str = "trusted"  # whose episodes can end a run on --target-return: trusted or any (see README)
+    frontends: int = 0  # processes serving the actors' streams (gRPC and decoding) for this one; 0: none,
+    # the learner serves them on its own event loop (server/frontends.py: when one core of gRPC is the limit)
+    train_devices: int = 0  # devices each learner step is shared over: 0 = every GPU TensorFlow sees (one
+    # device without), N: the first N GPUs, or N of TensorFlow's CPU devices on a host without GPUs

@@ -1,0 +1,184 @@
+"""The link between the learner and one front-end process (server/frontends.py, server/frontend.py).
+
+A Unix SOCK_SEQPACKET socket pair: every message arrives whole, in order, and may carry a
+file descriptor. Each message is a 5-byte header (kind u8, stream key u32) and a payload:
+
+    learner -> front end                      front end -> learner
+    SETUP    JSON: config, env, address       READY   u32 port, once it listens
+    OPENED   u32 lo, u32 hi                   OPEN    u64 run id, u32 envs, u8 eval, u8 trusted + memfd
+    ACTIONS  int32 [K]                        STEPS   u32 K: the stream's memory holds K envs' step
+    REFUSED  u16 status code + message        CLOSE   the stream is gone
+                                              STATS   JSON: the front end's CPU by stage
+
+Observations do not cross the socket: each stream has a `StepMemory` (a memfd both
+processes map) that the front end decodes a Steps message into and the learner reads in
+place. An actor waits for its actions before it steps again, so a stream has at most one
+step in flight and one slot per stream is enough.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import collections
+import math
+import mmap
+import os
+import socket
+import struct
+from collections.abc import Callable
+
+import grpc
+import numpy as np
+
+from seedfleet.envs import StepBatch
+from seedfleet.wire import EnvSpec
+from server.backend import StepRequest
+
+HEADER = struct.Struct("<BI")
+SETUP, OPENED, ACTIONS, REFUSED = 1, 2, 3, 4  # learner -> front end
+READY, OPEN, STEPS, CLOSE, STATS = 11, 12, 13, 14, 15  # front end -> learner
+OPEN_FIELDS = struct.Struct("<QIBB")
+RANGE = struct.Struct("<II")
+COUNT = struct.Struct("<I")
+CODE = struct.Struct("<H")
+MAX_MESSAGE = 1 << 16  # SETUP's config is the largest, a few KiB
+_STATUS = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def message(kind: int, key: int = 0, payload: bytes = b"") -> bytes:
+    return HEADER.pack(kind, key) + payload
+
+
+def refused_payload(code: grpc.StatusCode, text: str) -> bytes:
+    return CODE.pack(code.value[0]) + text.encode()
+
+
+def read_refused(payload: bytes) -> tuple[grpc.StatusCode, str]:
+    return _STATUS.get(CODE.unpack_from(payload)[0], grpc.StatusCode.UNKNOWN), payload[CODE.size :].decode()
+
+
+class LinkEnd:
+    """One end of a link on the running event loop: `on_message(kind, key, payload, fds)` for
+    each message received, `on_closed()` once the other end is gone; `send` never blocks
+    (what the socket cannot take yet waits in order for it to drain)."""
+
+    def __init__(self, sock: socket.socket, on_message: Callable[[int, int, bytes, list[int]], None],
+                 on_closed: Callable[[], None]):
+        sock.setblocking(False)
+        self.sock = sock
+        self._on_message = on_message
+        self._on_closed = on_closed
+        self._backlog: collections.deque[tuple[bytes, list]] = collections.deque()
+        self.closed = False
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(sock.fileno(), self._readable)
+
+    def send(self, data: bytes, fds: tuple[int, ...] = ()) -> None:
+        if self.closed:
+            return
+        ancillary = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+        if self._backlog:
+            self._backlog.append((data, ancillary))
+            return
+        try:
+            self.sock.sendmsg([data], ancillary)
+        except BlockingIOError:
+            self._backlog.append((data, ancillary))
+            self._loop.add_writer(self.sock.fileno(), self._writable)
+        except OSError:
+            self.close()
+
+    def _writable(self) -> None:
+        while self._backlog:
+            data, ancillary = self._backlog[0]
+            try:
+                self.sock.sendmsg([data], ancillary)
+            except BlockingIOError:
+                return
+            except OSError:
+                self.close()
+                return
+            self._backlog.popleft()
+        self._loop.remove_writer(self.sock.fileno())
+
+    def _readable(self) -> None:
+        while not self.closed:
+            try:
+                data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE, 1)
+            except BlockingIOError:
+                return
+            except OSError:
+                data, fds = b"", []
+            if len(data) < HEADER.size:  # b"": the other end closed
+                self.close()
+                return
+            kind, key = HEADER.unpack_from(data)
+            self._on_message(kind, key, data[HEADER.size :], fds)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._loop.remove_reader(self.sock.fileno())
+        if self._backlog:
+            self._loop.remove_writer(self.sock.fileno())
+        self.sock.close()
+        self._on_closed()
+
+
+class StepMemory:
+    """One stream's step, decoded, in memory both processes map (an anonymous memfd):
+    observations [N, *shape], then env ids int32 [N], rewards float32 [N] and the flags
+    uint8 [4, N] (terminated, truncated, first, life_lost), N the stream's env count."""
+
+    def __init__(self, buffer: mmap.mmap, num_envs: int, spec: EnvSpec):
+        n = num_envs
+        obs_bytes = n * math.prod(spec.obs_shape) * spec.obs_dtype.itemsize
+        at = -(-obs_bytes // 8) * 8
+        self.buffer = buffer
+        self.observations = np.frombuffer(buffer, spec.obs_dtype, n * math.prod(spec.obs_shape)).reshape(
+            n, *spec.obs_shape)
+        self.env_ids = np.frombuffer(buffer, np.int32, n, at)
+        self.rewards = np.frombuffer(buffer, np.float32, n, at + 4 * n)
+        self.flags = np.frombuffer(buffer, np.bool_, 4 * n, at + 8 * n).reshape(4, n)
+
+    @staticmethod
+    def size(num_envs: int, spec: EnvSpec) -> int:
+        obs_bytes = num_envs * math.prod(spec.obs_shape) * spec.obs_dtype.itemsize
+        return -(-obs_bytes // 8) * 8 + 12 * num_envs
+
+    @classmethod
+    def create(cls, num_envs: int, spec: EnvSpec) -> tuple[StepMemory, int]:
+        """A new memory and its fd, for the front end to send with OPEN (and then close)."""
+        fd = os.memfd_create("seedfleet-stream", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, cls.size(num_envs, spec))
+            return cls(mmap.mmap(fd, cls.size(num_envs, spec)), num_envs, spec), fd
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @classmethod
+    def attach(cls, fd: int, num_envs: int, spec: EnvSpec) -> StepMemory:
+        """The memory a front end sent; the fd is closed (the mapping stays)."""
+        try:
+            return cls(mmap.mmap(fd, cls.size(num_envs, spec)), num_envs, spec)
+        finally:
+            os.close(fd)
+
+    def write(self, request: StepRequest) -> int:
+        k, step = len(request), request.step
+        self.observations[:k] = step.observations
+        self.env_ids[:k] = request.env_ids
+        self.rewards[:k] = step.rewards
+        for row, flag in enumerate((step.terminated, step.truncated, step.first, step.life_lost)):
+            self.flags[row, :k] = flag
+        return k
+
+    def read(self, k: int) -> StepRequest:
+        """The first `k` envs' step as views: valid until the stream's next step is written,
+        which only follows this one's actions."""
+        flags = self.flags[:, :k]
+        return StepRequest(self.env_ids[:k], StepBatch(self.observations[:k], self.rewards[:k], flags[0], flags[1],
+                                                        flags[2], flags[3]))
