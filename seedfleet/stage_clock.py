@@ -24,8 +24,9 @@ With --frontends (server/frontends.py), receive, decode and reply run in the fro
 processes, each with a "link" stage of its own (the step written to shared memory and
 sent); they are reported as "frontend:<stage>", summed over the front ends.
 
-The learner writes the totals with its threads' CPU to <logdir>/learner_cpu.json at every
-progress line (server/metrics.py), with the front ends' threads and stages, and TensorBoard gets each stage's CPU per env step.
+The learner writes the totals with its threads' CPU (and the front ends') to
+<logdir>/learner_cpu.json at every progress line (server/metrics.py), and TensorBoard gets
+each stage's CPU per env step.
 """
 
 from __future__ import annotations

@@ -18,8 +18,9 @@ from seedfleet.wire import PROTOCOL_VERSION, encode_steps
 class RawActor:
     """A hand-driven stream: what a buggy or hostile actor could send."""
 
-    def __init__(self, address: str, num_envs: int, run_id: int = 1234):
-        self.channel = grpc.insecure_channel(address)
+    def __init__(self, address: str, num_envs: int, run_id: int = 1234, own_connection: bool = False):
+        options = [("grpc.use_local_subchannel_pool", 1)] if own_connection else []  # else shared in-process
+        self.channel = grpc.insecure_channel(address, options=options)
         self.outbox: queue.Queue = queue.Queue()
         self.replies = pb_grpc.LearnerStub(self.channel).Act(iter(self.outbox.get, None))
         hello = pb.Hello(run_id=run_id, num_envs=num_envs, protocol_version=PROTOCOL_VERSION)
@@ -53,5 +54,15 @@ def cartpole_steps(env_ids, nan_reward=False, drop_byte=False, first=False):
 def rss_mib(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
+
+
+def children(pid: int) -> list[int]:
+    return [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
+            for child in (task / "children").read_text().split()]
+
+
+def tree_rss_mib(pid: int) -> float:
+    """The resident memory of a process and its children (a learner's front ends)."""
+    return rss_mib(pid) + sum(rss_mib(child) for child in children(pid))
 
 
