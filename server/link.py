@@ -43,6 +43,7 @@ RANGE = struct.Struct("<II")
 COUNT = struct.Struct("<I")
 CODE = struct.Struct("<H")
 MAX_MESSAGE = 1 << 16  # SETUP's config is the largest, a few KiB
+FD_SPACE = socket.CMSG_SPACE(array.array("i").itemsize)  # OPEN's one fd
 _STATUS = {code.value[0]: code for code in grpc.StatusCode}
 
 
@@ -71,6 +72,8 @@ class LinkEnd:
         self._on_closed = on_closed
         self._backlog: collections.deque[tuple[bytes, list]] = collections.deque()
         self.closed = False
+        self._buffer = bytearray(MAX_MESSAGE)
+        self._view = memoryview(self._buffer)
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(sock.fileno(), self._readable)
 
@@ -104,17 +107,21 @@ class LinkEnd:
 
     def _readable(self) -> None:
         while not self.closed:
-            try:
-                data, fds, _, _ = socket.recv_fds(self.sock, MAX_MESSAGE, 1)
+            try:  # into one buffer, reused: most messages are a few bytes
+                size, ancillary, _, _ = self.sock.recvmsg_into([self._buffer], FD_SPACE)
             except BlockingIOError:
                 return
             except OSError:
-                data, fds = b"", []
-            if len(data) < HEADER.size:  # b"": the other end closed
+                size, ancillary = 0, []
+            if size < HEADER.size:  # 0: the other end closed
                 self.close()
                 return
-            kind, key = HEADER.unpack_from(data)
-            self._on_message(kind, key, data[HEADER.size :], fds)
+            fds = []
+            for level, kind, data in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    fds.extend(array.array("i", data[: len(data) - len(data) % 4]))
+            kind, key = HEADER.unpack_from(self._buffer)
+            self._on_message(kind, key, bytes(self._view[HEADER.size : size]), fds)
 
     def close(self) -> None:
         if self.closed:
@@ -142,6 +149,7 @@ class StepMemory:
         self.env_ids = np.frombuffer(buffer, np.int32, n, at)
         self.rewards = np.frombuffer(buffer, np.float32, n, at + 4 * n)
         self.flags = np.frombuffer(buffer, np.bool_, 4 * n, at + 8 * n).reshape(4, n)
+        self._all = self._views(n)
 
     @staticmethod
     def size(num_envs: int, spec: EnvSpec) -> int:
@@ -178,7 +186,13 @@ class StepMemory:
 
     def read(self, k: int) -> StepRequest:
         """The first `k` envs' step as views: valid until the stream's next step is written,
-        which only follows this one's actions."""
+        which only follows this one's actions. All the stream's envs, as actors send them,
+        come as the same views each time."""
+        if k == len(self.env_ids):
+            return self._all
+        return self._views(k)
+
+    def _views(self, k: int) -> StepRequest:
         flags = self.flags[:, :k]
         return StepRequest(self.env_ids[:k], StepBatch(self.observations[:k], self.rewards[:k], flags[0], flags[1],
                                                         flags[2], flags[3]))

@@ -173,11 +173,17 @@ def resident_memory_gib() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**30
 
 
+# TensorBoard gets the CPU by stage and thread over windows of at least this long: a scalar
+# costs a TensorFlow op on the event loop, and there are dozens (at a 1-s progress interval
+# they took half the event loop's own CPU with front ends).
+CPU_SUMMARY_INTERVAL_S = 30.0
+
+
 class Reporter:
     """Console progress lines, progress.csv, TensorBoard scalars and learner_cpu.json at a fixed
     interval. learner_cpu.json holds the run's totals so far (env steps served, training and
     evaluation; CPU seconds by stage and by thread): two reads of it give the learner's CPU per
-    env step over any window (bench.load); TensorBoard gets each interval's, per stage."""
+    env step over any window (bench.load); TensorBoard gets it per stage, over 30-s windows."""
 
     CSV_COLUMNS = (
         "elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,episodes,learner_steps,"
@@ -216,7 +222,6 @@ class Reporter:
         cpu = self._cpu()
         if self.writer is not None:
             self._write_summaries(frames, interval, steps_per_s, learner_per_s, memory, cpu)
-        self._last_cpu = cpu
         write_json(self.logdir / "learner_cpu.json", cpu)
         with self.csv_path.open("a") as csv:
             csv.write(
@@ -264,12 +269,13 @@ class Reporter:
             for name, value in interval["losses"].items():
                 tf.summary.scalar(name, value)
             served = cpu["env_steps"] - self._last_cpu["env_steps"]
-            if served:
+            if served and cpu["elapsed_s"] - self._last_cpu["elapsed_s"] >= CPU_SUMMARY_INTERVAL_S:
                 for kind in ("stages_cpu_s", "threads_cpu_s"):
                     for name, total in cpu[kind].items():
                         used = total - self._last_cpu[kind].get(name, 0.0)
                         tf.summary.scalar(f"learner_cpu_us_per_env_step/{kind.split('_')[0]}/{name}",
                                           1e6 * used / served)
+                self._last_cpu = cpu
         self.writer.flush()
 
 
