@@ -33,24 +33,7 @@ from seedfleet.wire import EnvSpec
 from server.actor_port import ActorPort
 from server.backend import OpenStream, StepRequest, StreamRefused
 from server.config import LearnerConfig
-from server.link import (
-    ACTIONS,
-    CLOSE,
-    COUNT,
-    OPEN,
-    OPEN_FIELDS,
-    OPENED,
-    RANGE,
-    READY,
-    REFUSED,
-    SETUP,
-    STATS,
-    STEPS,
-    LinkEnd,
-    StepMemory,
-    message,
-    read_refused,
-)
+from server.link import COUNT, OPEN_FIELDS, RANGE, Kind, LinkEnd, StepMemory, message, read_refused
 
 log = logging.getLogger("seedfleet.frontend")
 STATS_INTERVAL_S = 1.0
@@ -72,18 +55,18 @@ class RemoteBackend:
     def _received(self, kind: int, key: int, payload: bytes, fds: list[int]) -> None:
         for fd in fds:  # the learner sends none
             os.close(fd)
-        if kind == SETUP:
+        if kind == Kind.SETUP:
             if not self.setup.done():
                 self.setup.set_result(json.loads(payload))
             return
         future = self._calls.pop(key, None)
         if future is None or future.done():  # its stream was cancelled meanwhile
             return
-        if kind == OPENED:
+        if kind == Kind.OPENED:
             future.set_result(RANGE.unpack(payload))
-        elif kind == ACTIONS:
+        elif kind == Kind.ACTIONS:
             future.set_result(np.frombuffer(payload, "<i4"))
-        elif kind == REFUSED:
+        elif kind == Kind.REFUSED:
             future.set_exception(StreamRefused(*read_refused(payload)))
 
     def _link_closed(self) -> None:
@@ -109,14 +92,14 @@ class RemoteBackend:
         memory, fd = StepMemory.create(num_envs, self.spec)
         answer = self._call(key)
         try:
-            self.link.send(message(OPEN, key, OPEN_FIELDS.pack(run_id, num_envs, evaluation, trusted)), (fd,))
+            self.link.send(message(Kind.OPEN, key, OPEN_FIELDS.pack(run_id, num_envs, evaluation, trusted)), (fd,))
         finally:
             os.close(fd)
         try:
             lo, hi = await answer
         except BaseException:
             self._calls.pop(key, None)
-            self.link.send(message(CLOSE, key))  # whatever the learner opened meanwhile is freed
+            self.link.send(message(Kind.CLOSE, key))  # whatever the learner opened meanwhile is freed
             raise
         self._memory[key] = memory
         return OpenStream(key, lo, hi)
@@ -125,7 +108,7 @@ class RemoteBackend:
         started = self.clock.start()
         count = self._memory[stream.token].write(request)
         answer = self._call(stream.token)
-        self.link.send(message(STEPS, stream.token, COUNT.pack(count)))
+        self.link.send(message(Kind.STEPS, stream.token, COUNT.pack(count)))
         self.clock.lap("link", started)
         return answer
 
@@ -134,10 +117,10 @@ class RemoteBackend:
         call = self._calls.pop(stream.token, None)
         if call is not None:
             call.cancel()
-        self.link.send(message(CLOSE, stream.token))
+        self.link.send(message(Kind.CLOSE, stream.token))
 
     def send_stats(self) -> None:
-        self.link.send(message(STATS, 0, json.dumps({"stages_cpu_s": self.clock.totals()}).encode()))
+        self.link.send(message(Kind.STATS, 0, json.dumps({"stages_cpu_s": self.clock.totals()}).encode()))
 
 
 async def run(sock: socket.socket) -> None:
@@ -150,7 +133,7 @@ async def run(sock: socket.socket) -> None:
     port = ActorPort.bind(config, backend.spec, setup["address"], shared=True)
     await port.serve(config, env_config, backend, clock)
     await port.start()
-    backend.link.send(message(READY, 0, COUNT.pack(port.port)))
+    backend.link.send(message(Kind.READY, 0, COUNT.pack(port.port)))
     while not backend.gone.is_set():
         try:
             async with asyncio.timeout(STATS_INTERVAL_S):

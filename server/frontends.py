@@ -31,24 +31,7 @@ from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.wire import EnvSpec
 from server.backend import LocalBackend, OpenStream, refusal_of
 from server.config import LearnerConfig
-from server.link import (
-    ACTIONS,
-    CLOSE,
-    COUNT,
-    OPEN,
-    OPEN_FIELDS,
-    OPENED,
-    RANGE,
-    READY,
-    REFUSED,
-    SETUP,
-    STATS,
-    STEPS,
-    LinkEnd,
-    StepMemory,
-    message,
-    refused_payload,
-)
+from server.link import COUNT, OPEN_FIELDS, RANGE, Kind, LinkEnd, StepMemory, message, refused_payload
 
 log = logging.getLogger("seedfleet.learner")
 RESTART_DELAY_S = 1.0
@@ -78,20 +61,20 @@ class FrontEnd:
         self._memory: dict[int, StepMemory] = {}
         self._steps: dict[int, asyncio.Future] = {}
         self.link = LinkEnd(ours, self._received, self._closed)
-        self.link.send(message(SETUP, 0, json.dumps({**setup, "address": address}).encode()))
+        self.link.send(message(Kind.SETUP, 0, json.dumps({**setup, "address": address}).encode()))
 
     def _received(self, kind: int, key: int, payload: bytes, fds: list[int]) -> None:
         started = self.clock.start()
-        if kind == STEPS:
+        if kind == Kind.STEPS:
             self._step(key, COUNT.unpack(payload)[0])
-        elif kind == OPEN:
+        elif kind == Kind.OPEN:
             self._opening[key] = asyncio.get_running_loop().create_task(
                 self._open(key, *OPEN_FIELDS.unpack(payload), fds[0]))
-        elif kind == CLOSE:
+        elif kind == Kind.CLOSE:
             self._close(key)
-        elif kind == STATS:
+        elif kind == Kind.STATS:
             self.stages_cpu_s = json.loads(payload)["stages_cpu_s"]
-        elif kind == READY and not self.ready.done():
+        elif kind == Kind.READY and not self.ready.done():
             self.ready.set_result(COUNT.unpack(payload)[0])
         self.clock.lap("link", started)
 
@@ -101,12 +84,12 @@ class FrontEnd:
             stream = await self.backend.open(run_id, num_envs, bool(evaluation), bool(trusted))
         except Exception as error:  # noqa: BLE001 - the stream is refused with its status
             refused = refusal_of(error)
-            self.link.send(message(REFUSED, key, refused_payload(refused.code, refused.message)))
+            self.link.send(message(Kind.REFUSED, key, refused_payload(refused.code, refused.message)))
             return
         finally:
             self._opening.pop(key, None)
         self._streams[key], self._memory[key] = stream, memory
-        self.link.send(message(OPENED, key, RANGE.pack(stream.lo, stream.hi)))
+        self.link.send(message(Kind.OPENED, key, RANGE.pack(stream.lo, stream.hi)))
 
     def _step(self, key: int, count: int) -> None:
         stream, memory = self._streams.get(key), self._memory.get(key)
@@ -123,10 +106,10 @@ class FrontEnd:
             del self._steps[key]
         if not future.cancelled():
             if (error := future.exception()) is None:
-                self.link.send(message(ACTIONS, key, future.result().astype("<i4", copy=False).tobytes()))
+                self.link.send(message(Kind.ACTIONS, key, future.result().astype("<i4", copy=False).tobytes()))
             else:
                 refused = refusal_of(error)
-                self.link.send(message(REFUSED, key, refused_payload(refused.code, refused.message)))
+                self.link.send(message(Kind.REFUSED, key, refused_payload(refused.code, refused.message)))
         self.clock.lap("link", started)
 
     def _close(self, key: int) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import array
 import asyncio
 import collections
+import enum
 import math
 import mmap
 import os
@@ -36,8 +37,13 @@ from seedfleet.wire import EnvSpec
 from server.backend import StepRequest
 
 HEADER = struct.Struct("<BI")
-SETUP, OPENED, ACTIONS, REFUSED = 1, 2, 3, 4  # learner -> front end
-READY, OPEN, STEPS, CLOSE, STATS = 11, 12, 13, 14, 15  # front end -> learner
+
+
+class Kind(enum.IntEnum):
+    SETUP, OPENED, ACTIONS, REFUSED = 1, 2, 3, 4  # learner -> front end
+    READY, OPEN, STEPS, CLOSE, STATS = 11, 12, 13, 14, 15  # front end -> learner
+
+
 OPEN_FIELDS = struct.Struct("<QIBB")
 RANGE = struct.Struct("<II")
 COUNT = struct.Struct("<I")
@@ -47,7 +53,7 @@ FD_SPACE = socket.CMSG_SPACE(array.array("i").itemsize)  # OPEN's one fd
 _STATUS = {code.value[0]: code for code in grpc.StatusCode}
 
 
-def message(kind: int, key: int = 0, payload: bytes = b"") -> bytes:
+def message(kind: Kind, key: int = 0, payload: bytes = b"") -> bytes:
     return HEADER.pack(kind, key) + payload
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -36,6 +37,12 @@ def wait_until(condition, timeout: float, what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, what
         time.sleep(0.1)
+
+
+def test_a_front_end_imports_no_tensorflow():
+    code = "import sys, server.frontend; assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_step_crosses_the_shared_memory_whole_and_in_place():
