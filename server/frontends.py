@@ -57,8 +57,7 @@ class FrontEnd:
         self.stages_cpu_s: dict[str, float] = {}  # its last STATS
         self.threads_cpu_s: dict[str, float] = {}  # its threads' CPU when last read
         self._opening: dict[int, asyncio.Task] = {}
-        self._streams: dict[int, OpenStream] = {}
-        self._memory: dict[int, StepMemory] = {}
+        self._streams: dict[int, tuple[OpenStream, StepMemory]] = {}
         self._steps: dict[int, asyncio.Future] = {}
         self.link = LinkEnd(ours, self._received, self._closed)
         self.link.send(message(Kind.SETUP, 0, json.dumps({**setup, "address": address}).encode()))
@@ -88,11 +87,11 @@ class FrontEnd:
             return
         finally:
             self._opening.pop(key, None)
-        self._streams[key], self._memory[key] = stream, memory
+        self._streams[key] = (stream, memory)
         self.link.send(message(Kind.OPENED, key, RANGE.pack(stream.lo, stream.hi)))
 
     def _step(self, key: int, count: int) -> None:
-        stream, memory = self._streams.get(key), self._memory.get(key)
+        stream, memory = self._streams.get(key, (None, None))
         if stream is None or not 0 < count <= stream.hi - stream.lo:  # not the front end's protocol: a bug there
             log.error("front end %d: steps for stream %d (%d envs) it has not opened", self.index, key, count)
             return
@@ -117,9 +116,8 @@ class FrontEnd:
             opening.cancel()  # LocalBackend.open frees what it took
         if (step := self._steps.pop(key, None)) is not None:
             step.cancel()  # withdrawn from the batcher unless a batch has it already
-        self._memory.pop(key, None)  # the mapping goes with the last view of it
-        if (stream := self._streams.pop(key, None)) is not None:
-            self.backend.close(stream)
+        if (opened := self._streams.pop(key, None)) is not None:  # the mapping goes with the last view of it
+            self.backend.close(opened[0])
 
     def _closed(self) -> None:
         for key in [*self._opening, *self._streams]:

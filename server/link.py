@@ -147,8 +147,7 @@ class StepMemory:
 
     def __init__(self, buffer: mmap.mmap, num_envs: int, spec: EnvSpec):
         n = num_envs
-        obs_bytes = n * math.prod(spec.obs_shape) * spec.obs_dtype.itemsize
-        at = -(-obs_bytes // 8) * 8
+        at = self._ids_offset(n, spec)
         self.buffer = buffer
         self.observations = np.frombuffer(buffer, spec.obs_dtype, n * math.prod(spec.obs_shape)).reshape(
             n, *spec.obs_shape)
@@ -158,17 +157,23 @@ class StepMemory:
         self._all = self._views(n)
 
     @staticmethod
-    def size(num_envs: int, spec: EnvSpec) -> int:
+    def _ids_offset(num_envs: int, spec: EnvSpec) -> int:
+        """Where the env ids start: after the observations, 8-byte aligned."""
         obs_bytes = num_envs * math.prod(spec.obs_shape) * spec.obs_dtype.itemsize
-        return -(-obs_bytes // 8) * 8 + 12 * num_envs
+        return -(-obs_bytes // 8) * 8
+
+    @classmethod
+    def size(cls, num_envs: int, spec: EnvSpec) -> int:
+        return cls._ids_offset(num_envs, spec) + 12 * num_envs  # ids, rewards, 4 flags
 
     @classmethod
     def create(cls, num_envs: int, spec: EnvSpec) -> tuple[StepMemory, int]:
         """A new memory and its fd, for the front end to send with OPEN (and then close)."""
         fd = os.memfd_create("seedfleet-stream", os.MFD_CLOEXEC)
         try:
-            os.ftruncate(fd, cls.size(num_envs, spec))
-            return cls(mmap.mmap(fd, cls.size(num_envs, spec)), num_envs, spec), fd
+            size = cls.size(num_envs, spec)
+            os.ftruncate(fd, size)
+            return cls(mmap.mmap(fd, size), num_envs, spec), fd
         except BaseException:
             os.close(fd)
             raise
