@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -39,7 +40,8 @@ class Metrics:
         self._new_eval_returns: list[float] = []
         self._new_returns: list[float] = []
         self._new_lengths: list[int] = []
-        self._losses: dict[str, float] = {}
+        self._loss_sums: dict[str, float] = {}  # learner-step metrics summed since the last interval,
+        self._loss_counts: dict[str, int] = {}  # over the steps where each was finite
         self.inference_calls = 0  # over the whole run
         self._interval_start = (0, 0)  # (env_steps, inference_calls) at the last take_interval
 
@@ -100,7 +102,10 @@ class Metrics:
         with self._lock:
             self.learner_steps += 1
             self.skipped_learner_steps += int(losses.get("skipped_steps", 0))
-            self._losses = losses
+            for name, value in losses.items():
+                if math.isfinite(value):
+                    self._loss_sums[name] = self._loss_sums.get(name, 0.0) + value
+                    self._loss_counts[name] = self._loss_counts.get(name, 0) + 1
 
     def served(self) -> int:
         """Env steps served so far, training and evaluation envs alike."""
@@ -147,19 +152,21 @@ class Metrics:
             }
 
     def take_interval(self) -> dict:
-        """Everything since the last call: episodes finished, losses, batch sizes."""
+        """Everything since the last call: episodes finished, each learner-step metric's mean
+        over the steps taken (a metric that was never finite, or no step: absent), batch sizes."""
         with self._lock:
             out = {
                 "returns": self._new_returns,
                 "lengths": self._new_lengths,
                 "eval_returns": self._new_eval_returns,
-                "losses": dict(self._losses),
+                "losses": {name: total / self._loss_counts[name] for name, total in self._loss_sums.items()},
                 "mean_batch": (self.env_steps + self.eval_env_steps - self._interval_start[0])
                 / max(self.inference_calls - self._interval_start[1], 1),
                 "env_steps": self.env_steps,
                 "learner_steps": self.learner_steps,
             }
             self._new_returns, self._new_lengths, self._new_eval_returns = [], [], []
+            self._loss_sums, self._loss_counts = {}, {}
             self._interval_start = (self.env_steps + self.eval_env_steps, self.inference_calls)
             return out
 
@@ -186,9 +193,21 @@ class Reporter:
     env step over any window (bench.load); TensorBoard gets it per stage, over 30-s windows."""
 
     CSV_COLUMNS = (
-        "elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,episodes,learner_steps,"
-        "learner_steps_per_s,mean_eval_return_last_100,replay_size,memory_gib\n"
+        "elapsed_s", "frames", "env_steps", "frames_per_s", "mean_return_last_100", "episodes", "learner_steps",
+        "learner_steps_per_s", "mean_eval_return_last_100", "replay_size", "memory_gib",
     )
+    # Learner-step metrics written to progress.csv too (means over the interval; empty where the
+    # algorithm has none), as these columns: PPO's and IMPALA's usual health checks.
+    DIAGNOSTICS = {
+        "policy_lag": "policy/lag",  # learner steps between the policy that acted and the one training
+        "approx_kl": "policy/approx_kl",  # KL(behaviour || learner) on the batch's actions
+        "clip_fraction": "policy/clip_fraction",  # share of transitions whose ratio the loss clips
+        "explained_variance": "value/explained_variance",  # of the value targets by the value function
+        "advantage_mean": "advantage/mean",  # before any normalisation
+        "advantage_std": "advantage/std",
+        "policy_entropy": "policy/entropy",
+        "state_information": "policy/state_information",  # I(state; action): 0 for a policy blind to its input
+    }
 
     def __init__(self, metrics: Metrics, logdir: Path, queue_depth, summary_writer=None,
                  clock: StageClock | None = None):
@@ -204,7 +223,11 @@ class Reporter:
         self._last_learner_steps = metrics.learner_steps
         self.csv_path = logdir / "progress.csv"
         if not self.csv_path.exists():
-            self.csv_path.write_text(self.CSV_COLUMNS)
+            self.csv_path.write_text(",".join((*self.CSV_COLUMNS, *self.DIAGNOSTICS)) + "\n")
+        # a resumed run goes on in its file's own columns (one written before a column was added has
+        # no place for it), so every row stays under its header
+        with self.csv_path.open() as f:
+            self.csv_fields = next(csv.reader(f))
 
     def report(self) -> str:
         now = time.monotonic()
@@ -223,12 +246,18 @@ class Reporter:
         if self.writer is not None:
             self._write_summaries(frames, interval, steps_per_s, learner_per_s, memory, cpu)
         write_json(self.logdir / "learner_cpu.json", cpu)
-        with self.csv_path.open("a") as csv:
-            csv.write(
-                f"{elapsed:.1f},{frames},{interval['env_steps']},{steps_per_s * self.metrics.frame_skip:.1f},"
-                f"{mean_return:.3f},{self.metrics.episodes},{interval['learner_steps']},{learner_per_s:.2f},"
-                f"{mean_eval:.3f},{replay_size:.0f},{memory:.3f}\n"
-            )
+        row = {
+            "elapsed_s": f"{elapsed:.1f}", "frames": frames, "env_steps": interval["env_steps"],
+            "frames_per_s": f"{steps_per_s * self.metrics.frame_skip:.1f}",
+            "mean_return_last_100": f"{mean_return:.3f}",
+            "episodes": self.metrics.episodes, "learner_steps": interval["learner_steps"],
+            "learner_steps_per_s": f"{learner_per_s:.2f}", "mean_eval_return_last_100": f"{mean_eval:.3f}",
+            "replay_size": f"{replay_size:.0f}", "memory_gib": f"{memory:.3f}",
+            **{column: f"{interval['losses'][name]:.6g}" if name in interval["losses"] else ""
+               for column, name in self.DIAGNOSTICS.items()},
+        }
+        with self.csv_path.open("a", newline="") as f:
+            csv.DictWriter(f, self.csv_fields, extrasaction="ignore", lineterminator="\n").writerow(row)
         evaluation = f"eval(100) {mean_eval:.1f}  " if self.metrics.eval_episodes else ""
         replay = ""
         if not math.isnan(replay_size):

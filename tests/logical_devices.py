@@ -69,7 +69,7 @@ def check_agents(devices: tuple[str, ...]) -> None:
         for step in range(3):
             batch = make_batch(rng, T=6)
             batch = batch._replace(state=one.initial_state(4), extras={
-                k: rng.normal(size=(4, 7, 2)).astype(np.float32) for k in one.extras_spec})
+                k: rng.normal(size=(4, 7, *shape)).astype(dtype) for k, (shape, dtype) in one.extras_spec.items()})
             shards = two.devices.strategy.experimental_local_results(two.devices.shard(batch))
             assert [s.action.shape[0] for s in shards] == [2, 2]  # each device trains on its half
             np.testing.assert_array_equal(np.concatenate([s.observation for s in shards]), batch.observation)

@@ -34,7 +34,7 @@ class PolicyPoisonedByInf:
         poisoned = ~np.isfinite(observations).all(axis=1)
         logits = np.where(poisoned[:, None], np.nan, extras["logits"].numpy())
         actions = np.where(poisoned, self.agent.num_actions, actions.numpy())
-        return tf.constant(actions), {"logits": tf.constant(logits)}, new_state
+        return tf.constant(actions), {**extras, "logits": tf.constant(logits)}, new_state
 
 
 def make_engine():
@@ -81,7 +81,9 @@ def test_a_non_finite_loss_leaves_the_variables_and_the_optimizer_as_they_were()
     batch = Unroll(observation=rng.normal(size=(*rows, 4)).astype(np.float32), first=np.zeros(rows, bool),
                    reward=np.full(rows, np.nan, np.float32), terminated=np.zeros(rows, bool),
                    truncated=np.zeros(rows, bool), life_lost=np.zeros(rows, bool),
-                   action=np.zeros(rows, np.int32), extras={"logits": np.zeros((*rows, 2), np.float32)}, state={})
+                   action=np.zeros(rows, np.int32), extras={"logits": np.zeros((*rows, 2), np.float32),
+                                                              "policy_version": np.zeros(rows, np.int64)},
+                   state={})
     before = [v.numpy().copy() for v in agent.net.trainable_variables]
     out = agent.learn(batch)
     assert float(out["skipped_steps"]) == 1.0 and int(agent.optimizer.iterations) == 0

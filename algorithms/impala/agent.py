@@ -24,31 +24,61 @@ class ImpalaAgent(tf.Module):
     def __init__(self, config: ImpalaConfig, network: NetworkConfig, env: AgentContext, decay_steps: int = 0):
         """`decay_steps`: learner steps over which the learning rate falls to 0 (0: constant)."""
         super().__init__()
-        if config.epochs < 1:
-            raise UsageError(f"epochs must be at least 1, got {config.epochs}")
+        if config.epochs < 1 or config.minibatches < 1:
+            raise UsageError(f"epochs and minibatches must be at least 1, got {config.epochs} and "
+                             f"{config.minibatches}")
+        if config.batch_size % config.minibatches:
+            raise UsageError(f"--batch-size {config.batch_size} does not split into {config.minibatches} minibatches")
         self.config = config
-        self.devices = DataParallel(env.train_devices, config.batch_size)
+        self.updates_per_batch = config.epochs * config.minibatches
+        self.devices = DataParallel(env.train_devices, config.batch_size // config.minibatches)
         with self.devices.scope():
             self.net = PolicyValueNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
             self.optimizer = optim.build(
                 optim.make_optimizer(config.optimizer, config.learning_rate, config.optimizer_epsilon,
-                                     decay_steps * config.epochs, config.rmsprop_decay),
+                                     decay_steps * self.updates_per_batch, config.rmsprop_decay),
                 self.net.trainable_variables,
             )
         self.layout = SequenceLayout(config.unroll_length, overlap=1)
         self.num_actions = env.num_actions
         self.batch_size = config.batch_size
-        # Per-step outputs of `act` that unrolls keep beside the action.
-        self.extras_spec = {"logits": ((env.num_actions,), np.dtype(np.float32))}
+        self._rng = np.random.default_rng(env.seed)  # the order of each pass's minibatches
+        # Per-step outputs of `act` that unrolls keep beside the action: the behaviour logits,
+        # and the optimizer's update count at acting time (the policy lag, measured in training).
+        self.extras_spec = {"logits": ((env.num_actions,), np.dtype(np.float32)),
+                            "policy_version": ((), np.dtype(np.int64))}
         signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
         self.act = tf.function(self._act, input_signature=signature)
         self.policy = tf.function(self._policy, input_signature=signature)
-        self._step, self._gradients = self.devices.compile(self._learn, self._shard_gradients, network.jit_compile)
+        self._step, self._gradients = self.devices.compile(self._update, self._shard_gradients, network.jit_compile)
 
-    def learn(self, batch: Unroll) -> dict:
-        """`epochs` gradient steps on a batch of unrolls given batch-major ([B, T+1, ...]),
-        shared out over the training devices (algorithms/distribute.py)."""
-        return self._step(self.devices.shard(batch))
+    def learn(self, batch: Unroll) -> dict[str, float]:
+        """`epochs` passes over a batch of unrolls given batch-major ([B, T+1, ...]), each cut
+        into `minibatches` random minibatches of whole unrolls, one gradient step per minibatch
+        (PPO's and APPO's schedule; one pass of one minibatch is IMPALA's single step). Each
+        minibatch is shared out over the training devices (algorithms/distribute.py).
+
+        The metrics are means (maxima for "..._max") over the first pass, whose steps see the batch as it was acted
+        (lag and approx KL against the actors' policy); with several passes the last pass's
+        mean rho, approx KL and clip fraction come beside them (how far the passes moved pi),
+        and "skipped_steps" counts the steps of all passes left out for a non-finite gradient.
+        """
+        passes = []
+        for _ in range(self.config.epochs):
+            order = self._rng.permutation(batch.size)
+            steps = []
+            for part in np.array_split(order, self.config.minibatches):
+                minibatch = batch if self.config.minibatches == 1 else batch.map(lambda v, rows=part: v[rows])
+                steps.append({k: float(v) for k, v in self._step(self.devices.shard(minibatch)).items()})
+            passes.append({k: float((np.max if k.endswith("_max") else np.mean)([step[k] for step in steps]))
+                           for k in steps[0]})
+        metrics = passes[0]
+        metrics["skipped_steps"] = float(sum(p["skipped_steps"] for p in passes) * self.config.minibatches)
+        if self.config.epochs > 1:
+            for name in ("mean_rho", "approx_kl", "clip_fraction"):
+                metrics[f"policy/last_epoch_{name}"] = passes[-1][f"policy/{name}"]
+        metrics["learning_rate"] = float(optim.current_learning_rate(self.optimizer))
+        return metrics
 
     def checkpointed(self) -> dict[str, tf.Module]:
         """What a checkpoint holds: the network and the optimizer's state."""
@@ -66,7 +96,8 @@ class ImpalaAgent(tf.Module):
         logits, _, new_state = self.net(obs[None], first[None], state)
         logits = logits[0]
         actions = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]
-        return actions, {"logits": logits}, new_state
+        version = tf.fill(tf.shape(actions), tf.cast(self.optimizer.iterations, tf.int64))
+        return actions, {"logits": logits, "policy_version": version}, new_state
 
     def _policy(self, obs, reward, first, env_ids, state):
         """The greedy policy (evaluation, export): the most likely action; returns (actions, logits, state)."""
@@ -75,28 +106,25 @@ class ImpalaAgent(tf.Module):
         return tf.argmax(logits[0], axis=-1, output_type=tf.int32), logits[0], new_state
 
     def _shard_gradients(self, batch: Unroll) -> tuple[list[tf.Tensor], dict]:
-        """The loss's gradients and metrics on one device's batch-major shard."""
+        """The loss's gradients and metrics on one device's batch-major shard, with the policy
+        lag: learner steps (batches of `updates_per_batch` updates) between the policy that
+        acted and this one, mean and max over the shard's real transitions."""
+        batch = time_major(batch)
         with tf.GradientTape() as tape:
-            loss, metrics = impala_loss(self.net, self.config, time_major(batch))
+            loss, metrics = impala_loss(self.net, self.config, batch)
+        real = tf.logical_not(batch.first[1:])
+        lag = tf.cast(self.optimizer.iterations - batch.extras["policy_version"][:-1], tf.float32)
+        lag /= self.updates_per_batch
+        mask = tf.cast(real, tf.float32)
+        metrics["policy/lag"] = tf.reduce_sum(mask * lag) / tf.maximum(tf.reduce_sum(mask), 1.0)
+        metrics["policy/lag_max"] = tf.reduce_max(tf.where(real, lag, 0.0))
         return tape.gradient(loss, self.net.trainable_variables), metrics
 
-    def _learn(self, batch: Unroll) -> dict:
-        """The learner step on a batch (one device) or its shards (several).
-
-        The metrics are the first step's (the policy as it acted, rho against the actors'
-        lag alone), with the last step's mean rho beside them when there are several, and
-        "skipped_steps": the gradient steps left out for a non-finite gradient. With several
-        devices each metric is the mean of the devices' values."""
-        variables = self.net.trainable_variables
-        skipped = tf.constant(0.0)
-        for epoch in range(self.config.epochs):
-            grads, step_metrics = self.devices.mean(self.devices.run(self._gradients, batch))
-            grad_norm, applied = optim.apply_clipped(self.optimizer, grads, variables, self.config.max_grad_norm)
-            skipped += 1.0 - tf.cast(applied, tf.float32)
-            if epoch == 0:
-                metrics = {**step_metrics, "grad_norm": grad_norm}
-        metrics["skipped_steps"] = skipped
-        if self.config.epochs > 1:
-            metrics["policy/last_epoch_mean_rho"] = step_metrics["policy/mean_rho"]
-        metrics["learning_rate"] = optim.current_learning_rate(self.optimizer)
-        return metrics
+    def _update(self, minibatch: Unroll) -> dict:
+        """One gradient step on a minibatch (one device) or its shards (several): the metrics
+        of its loss (means over the devices), the gradient norm, and "skipped_steps" 1 if the
+        gradient was not finite and nothing changed."""
+        grads, metrics = self.devices.mean(self.devices.run(self._gradients, minibatch))
+        grad_norm, applied = optim.apply_clipped(self.optimizer, grads, self.net.trainable_variables,
+                                                 self.config.max_grad_norm)
+        return {**metrics, "grad_norm": grad_norm, "skipped_steps": 1.0 - tf.cast(applied, tf.float32)}

@@ -24,7 +24,8 @@ class ImpalaConfig:
     reward_clip: float = 1.0  # rewards are clipped to [-c, c] for training; 0 turns it off
     life_loss_terminal: bool = False  # training ends the episode at a lost life (Atari); returns stay game scores
     normalize_advantages: bool = False  # policy-gradient advantages scaled to mean 0, std 1 over each batch
-    epochs: int = 1  # gradient steps on each batch (APPO: several, with --clip-ratio)
+    epochs: int = 1  # passes over each batch (APPO: several, with --clip-ratio)
+    minibatches: int = 1  # each pass cuts the batch into this many minibatches of whole unrolls, one step each
     clip_ratio: float = 0.0  # PPO's clip on pi/mu in the policy loss (APPO: 0.1); 0: IMPALA's -log pi * A
 
 

@@ -48,15 +48,49 @@ def transitions(batch: Unroll, config: ImpalaConfig) -> tuple[tf.Tensor, tf.Tens
     return rewards, discounts, real
 
 
+def masked_moments(x: tf.Tensor, mask: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Mean and (population) variance of x over the transitions where mask is 1."""
+    n = tf.maximum(tf.reduce_sum(mask), 1.0)
+    mean = tf.reduce_sum(mask * x) / n
+    return mean, tf.reduce_sum(mask * tf.square(x - mean)) / n
+
+
 def normalized(advantages: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """(A - mean) / (std + 1e-8) over the real transitions of the batch (PPO's and Sample
     Factory's advantage normalisation). With sparse rewards (Pong pays every few hundred
     steps) raw advantages are small beside the value loss in the shared torso's gradient;
     normalised, the policy gradient has the same scale on every task, whatever its rewards."""
+    mean, variance = masked_moments(advantages, mask)
+    return (advantages - mean) / (tf.sqrt(variance) + 1e-8)
+
+
+def explained_variance(targets: tf.Tensor, values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """1 - Var(v - V) / Var(v) over real transitions: 1 for a value function that predicts its
+    targets, 0 for one no better than their mean, below 0 for worse; NaN when the targets do
+    not vary (nothing to explain)."""
+    _, target_variance = masked_moments(targets, mask)
+    _, residual_variance = masked_moments(targets - values, mask)
+    return tf.where(target_variance > 0, 1.0 - residual_variance / tf.maximum(target_variance, 1e-30), np.nan)
+
+
+def policy_shift(log_ratio: tf.Tensor, mask: tf.Tensor, clip_ratio: float, clip_rho_threshold: float) -> dict:
+    """How far the learner's pi is from the behaviour policy mu on the batch's actions,
+    r_t = pi(a_t|x_t) / mu(a_t|x_t):
+
+      approx_kl     = mean((r - 1) - log r), Schulman's unbiased, never negative estimate of
+                      KL(mu || pi) from samples of mu (what PPO implementations print);
+      clip_fraction = the share of transitions whose ratio the loss clips: |r - 1| > eps for
+                      the clipped surrogate (clip_ratio eps > 0), r > rho_bar for IMPALA's
+                      truncated importance weights.
+    """
+    log_ratio = tf.where(mask > 0, log_ratio, tf.zeros_like(log_ratio))
+    ratio = tf.exp(log_ratio)
     n = tf.maximum(tf.reduce_sum(mask), 1.0)
-    mean = tf.reduce_sum(mask * advantages) / n
-    std = tf.sqrt(tf.reduce_sum(mask * tf.square(advantages - mean)) / n)
-    return (advantages - mean) / (std + 1e-8)
+    clipped = tf.abs(ratio - 1.0) > clip_ratio if clip_ratio > 0 else ratio > clip_rho_threshold
+    return {
+        "policy/approx_kl": tf.reduce_sum(mask * ((ratio - 1.0) - log_ratio)) / n,
+        "policy/clip_fraction": tf.reduce_sum(mask * tf.cast(clipped, tf.float32)) / n,
+    }
 
 
 def one_step_advantages(rewards, discounts, vs, values, bootstrap_value) -> tf.Tensor:
@@ -118,6 +152,7 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
         advantages = one_step_advantages(rewards, discounts, targets.vs, values, bootstrap_value)
     else:
         advantages = targets.pg_advantages
+    advantage_mean, advantage_variance = masked_moments(advantages, mask)
     if config.normalize_advantages:
         advantages = normalized(advantages, mask)
     if config.clip_ratio > 0:
@@ -142,5 +177,10 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
         # ignores its input, whatever its own entropy (a dead torso shows here first).
         "policy/state_information": -tf.reduce_sum(mean_probs * tf.math.log(mean_probs + 1e-12)) - mean_entropy,
         "policy/mean_rho": tf.reduce_sum(mask * tf.exp(tf.minimum(log_rhos, 10.0))) / n,
+        **policy_shift(target_logp - behaviour_logp, mask, config.clip_ratio, config.clip_rho_threshold),
+        "value/explained_variance": explained_variance(targets.vs, values, mask),
+        # the advantages as the policy loss would take them before any normalisation
+        "advantage/mean": advantage_mean,
+        "advantage/std": tf.sqrt(advantage_variance),
     }
     return loss, metrics
