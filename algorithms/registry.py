@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from algorithms.agent import Agent, AgentContext
+from algorithms.appo import builder as appo
 from algorithms.impala import builder as impala
 from algorithms.impala.config import ImpalaConfig
 from algorithms.networks import NetworkConfig
@@ -33,6 +34,7 @@ class Algorithm:
 
 ALGORITHMS: dict[str, Algorithm] = {
     "vtrace": Algorithm(ImpalaConfig, impala.task_defaults, impala.make_agent, impala.make_trainer, lambda _: 1.0),
+    "appo": Algorithm(ImpalaConfig, appo.task_defaults, impala.make_agent, impala.make_trainer, lambda _: 1.0),
     "r2d2": Algorithm(R2D2Config, r2d2.task_defaults, r2d2.make_agent, r2d2.make_trainer,
                       lambda config: config.replay_ratio),
 }

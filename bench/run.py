@@ -33,7 +33,7 @@ MODES = ("env", "serve", "train", "all")
 @dataclass
 class BenchConfig:
     env: str = "ALE/Pong-v5"  # the env every phase runs
-    algo: str = "vtrace"  # the agent: vtrace or r2d2
+    algo: str = "vtrace"  # the agent: vtrace, appo or r2d2
     actors: int = 4  # actor processes
     envs_per_actor: int = 64  # envs hosted by each actor
     env_groups: int = 1  # Atari: each actor steps its envs in this many groups (see seedfleet actor)

@@ -96,11 +96,22 @@ def resolve_compute_dtype(requested: str, device: str) -> str:
     return "bfloat16" if device.startswith("/CPU") and "amx_bf16" in flags else "float32"
 
 
+def resolve_network(network: NetworkConfig, device: str) -> NetworkConfig:
+    """The network's arithmetic for `device`. `--compute-dtype auto` takes the fastest path
+    measured: on a CPU with AMX, bfloat16 through TensorFlow's oneDNN kernels and no XLA
+    (XLA's CPU convolutions do not use AMX: one APPO learner step on Atari frames took 2.2x
+    as long compiled, BENCHMARKS.md); elsewhere float32, with `--jit-compile` as given.
+    An explicit `--compute-dtype` keeps `--jit-compile` as given."""
+    dtype = resolve_compute_dtype(network.compute_dtype, device)
+    onednn_bfloat16 = network.compute_dtype == "auto" and dtype == "bfloat16"
+    return dataclasses.replace(network, compute_dtype=dtype, jit_compile=network.jit_compile and not onednn_bfloat16)
+
+
 def make_agent(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig, env_config: pb.EnvConfig,
                device: str, frame_skip: int = 1, train_devices: tuple[str, ...] = ()) -> Agent:
     """The agent of `config.algo` for this env, its torso's arithmetic resolved for `device`,
     training on `train_devices` (one device: ())."""
-    network = dataclasses.replace(network, compute_dtype=resolve_compute_dtype(network.compute_dtype, device))
+    network = resolve_network(network, device)
     spec = EnvSpec.from_proto(env_config)
     context = AgentContext(spec.obs_shape, spec.obs_dtype, spec.num_actions, config.seed, config.max_envs,
                            config.exploration_envs, config.max_frames, frame_skip, train_devices)
@@ -152,9 +163,10 @@ class Learner:
             device, train_devices = compute_device(), training_devices(config.train_devices)
             with tf.device(device):
                 agent = make_agent(config, algo_config, network, env_config, device, frame_skip, train_devices)
-        log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s, training on %s", config.algo, config.env,
-                 spec.obs_shape, spec.obs_dtype, spec.num_actions, device,
-                 resolve_compute_dtype(network.compute_dtype, device), ", ".join(train_devices) or device)
+        resolved = resolve_network(network, device)
+        log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s%s, training on %s", config.algo, config.env,
+                 spec.obs_shape, spec.obs_dtype, spec.num_actions, device, resolved.compute_dtype,
+                 "" if resolved.jit_compile else " (no XLA)", ", ".join(train_devices) or device)
 
         metrics = Metrics(frame_skip)
         clock = StageClock()  # CPU by stage of the path below (seedfleet/stage_clock.py)

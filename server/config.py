@@ -10,7 +10,7 @@ from dataclasses import dataclass
 @dataclass
 class LearnerConfig:
     env: str = "CartPole-v1"  # any gymnasium id with discrete actions; ALE ids get Atari preprocessing
-    algo: str = "vtrace"  # the agent: vtrace (IMPALA) or r2d2
+    algo: str = "vtrace"  # the agent: vtrace (IMPALA), appo (IMPALA trained as PPO) or r2d2
     address: str = "[::]:8470"  # where to listen: host:port (port 0 picks one) or unix:PATH
     seed: int = 0  # seeds the network, action sampling and the envs
     logdir: str = ""  # TensorBoard and summary.json; default runs/<env>-<algo>-seed<seed>

@@ -53,6 +53,21 @@ def test_compute_dtype_auto_picks_bfloat16_only_on_amx_cpus():
     assert resolve_compute_dtype("auto", "/CPU:0") == ("bfloat16" if amx else "float32")
 
 
+def test_compute_dtype_auto_takes_onednn_bfloat16_without_xla_on_amx_cpus():
+    from pathlib import Path
+
+    from algorithms.networks import NetworkConfig
+    from server.assembly import resolve_network
+
+    amx = "amx_bf16" in Path("/proc/cpuinfo").read_text()
+    auto = resolve_network(NetworkConfig(), "/CPU:0")
+    assert (auto.compute_dtype, auto.jit_compile) == (("bfloat16", False) if amx else ("float32", True))
+    assert resolve_network(NetworkConfig(), "/GPU:0").jit_compile  # XLA on a GPU
+    explicit = resolve_network(NetworkConfig(compute_dtype="bfloat16"), "/CPU:0")
+    assert (explicit.compute_dtype, explicit.jit_compile) == ("bfloat16", True)  # asked for: kept
+    assert not resolve_network(NetworkConfig(jit_compile=False), "/GPU:0").jit_compile
+
+
 def _children(pid: int) -> list[int]:
     from pathlib import Path
 

@@ -1,0 +1,48 @@
+"""APPO's registry entry: IMPALA's agent, config and trainer (algorithms/impala) with PPO's
+schedule as defaults. Each batch of unrolls is trained on in `epochs` passes of `minibatches`
+gradient steps, the policy loss is the clipped surrogate on V-trace targets
+(algorithms/impala/loss.py, `clipped_surrogate_loss`), and advantages are normalised.
+`--algo vtrace` stays IMPALA: one step per batch, -log pi * A."""
+
+from __future__ import annotations
+
+from algorithms.impala.builder import ATARI_ENVS_PER_ACTOR, ATARI_MAX_FRAMES
+
+# Everywhere: PPO's schedule on V-trace targets (CleanRL's ppo_atari.py and Sample Factory's
+# Atari APPO: 4 passes, clip 0.1, normalised advantages, lambda 0.95; Adam with eps 1e-5).
+APPO_DEFAULTS: dict[str, float | int | bool | str] = {
+    "epochs": 4,
+    "minibatches": 4,
+    "clip_ratio": 0.1,
+    "normalize_advantages": True,
+    "vtrace_lambda": 0.95,
+    "optimizer": "adam",
+    "optimizer_epsilon": 1e-5,
+}
+
+# Atari (ALE ids): chosen by the sticky-Pong screens in BENCHMARKS.md ("Atari defaults").
+# 2 actors x 32 envs; a batch is all 64 envs' unrolls of 32 steps (2,048 transitions), cut
+# into 8 minibatches of 256 transitions, 4 passes: 16 steps per 1,024 transitions, as CleanRL's
+# 8 envs x 128 steps in 4 minibatches x 4 epochs. Adam 2.5e-4 falling linearly to 0 at
+# --max-frames, gradients clipped at 0.5 (both CleanRL's). The queue holds one batch, so the
+# actors act on the next batch while the trainer works on this one (policy lag about half a
+# learner step, `policy/lag`).
+ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
+    "torso": "impala_shallow",
+    "unroll_length": 32,
+    "batch_size": 64,
+    "minibatches": 8,
+    "learning_rate": 2.5e-4,
+    "learning_rate_decay": True,
+    "max_grad_norm": 0.5,
+    "queue_unrolls": 64,
+    "reward_clip": 1.0,
+}
+
+
+def task_defaults(atari: bool, run: bool) -> dict:
+    """APPO's schedule everywhere; on ALE ids the Atari defaults and their frame budget."""
+    if not atari:
+        return dict(APPO_DEFAULTS)
+    launch = {"envs_per_actor": ATARI_ENVS_PER_ACTOR} if run else {}
+    return {**APPO_DEFAULTS, **ATARI_DEFAULTS, "max_frames": ATARI_MAX_FRAMES, **launch}
