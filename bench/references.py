@@ -2,6 +2,10 @@
 
 Only figures read in the sources named are listed, keyed by frames (agent steps x 4 on
 Atari). CleanRL's tables give the return at the end of 10M agent steps (40M frames).
+cleanba and openrlbenchmark ship their curves only as plots (their CSVs hold final scores):
+the values "read off" a plot below were read at the marks from the PNG named, from the
+mean curve over its seeds, to about +-2 to 3 points on Pong's steep part and +-10 to 15 on
+Breakout's.
 Dopamine's baseline data give value-based agents (DQN, Rainbow; sticky actions) at every 1M
 frames: its training iterations are 1M frames each, so iteration i ends at i + 1 M.
 """
@@ -17,9 +21,25 @@ class Reference:
     source: str
     returns: dict[int, float] = field(default_factory=dict)  # frames -> mean return
 
+# cleanba's curves of IMPALA, PPO and TorchBeast's monobeast, all under the same settings
+CLEANBA = ("vwxyzjn/cleanba static/cleanba/main_10CPU.png (commit d1f8979), read off the plot; Machado settings "
+           "(sticky 0.25, full action set, envpool), 3 seeds; final scores in static/cleanba/main_10CPU.csv")
 
 REFERENCES: dict[str, tuple[Reference, ...]] = {
     "pong": (
+        Reference("IMPALA, cleanba (sticky 0.25), 3 seeds",
+                  CLEANBA + ": Pong-v5 19.09 +- 0.34 at 200M frames",
+                  {2_500_000: -17.5, 5_000_000: -9.0, 10_000_000: 11.0, 20_000_000: 16.0}),
+        Reference("PPO, cleanba (sticky 0.25), 3 seeds",
+                  CLEANBA + ": Pong-v5 18.07 +- 0.35 at 200M frames",
+                  {2_500_000: -19.5, 5_000_000: -12.0, 10_000_000: 10.0, 20_000_000: 15.5}),
+        Reference("IMPALA, TorchBeast monobeast (sticky 0.25), 3 seeds",
+                  CLEANBA + " (monobeast of vwxyzjn/torchbeast, branch envpool): Pong-v5 18.87 +- 0.09 at 200M frames",
+                  {2_500_000: -20.0, 5_000_000: -11.0, 10_000_000: 7.5, 20_000_000: 15.0}),
+        Reference("PPO, CleanRL with Machado settings (sticky 0.25)",
+                  "openrlbenchmark static/machado_10M.png (commit 7c6119b), read off the plot; "
+                  "static/machado_10M.csv: Pong-v5 15.23 +- 1.62 at 40M frames",
+                  {2_500_000: -6.0, 5_000_000: -1.0, 10_000_000: 8.0, 20_000_000: 12.0, 40_000_000: 15.23}),
         Reference("DQN, Dopamine (sticky 0.25; value-based), 5 runs",
                   "google/dopamine baselines/atari/data/pong.json, mean training return of the 1M-frame iterations "
                   "4, 9 and 19 of its five DQN runs: -17.2, -13.22, -11.354, -20.258, -14.775; -9.847, 6.912, "
@@ -35,6 +55,14 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {
                   {40_000_000: 15.23}),
     ),
     "pong-nosticky": (
+        Reference("PPO, CleanRL (no sticky actions)",
+                  "openrlbenchmark static/cleanrl_vs_baselines_atari.png (commit d67da55), PongNoFrameskip-v4 panel, "
+                  "ppo_atari_envpool_xla_jax_truncation, read off the plot; the CSV: 20.62 +- 0.18 at 40M frames",
+                  {2_500_000: -12.0, 5_000_000: 1.0, 10_000_000: 17.5, 20_000_000: 20.0}),
+        Reference("PPO2, openai/baselines (no sticky actions)",
+                  "openrlbenchmark static/cleanrl_vs_baselines_atari.png (commit d67da55), baselines-ppo2-cnn, "
+                  "read off the plot; the CSV: 20.45 +- 0.81 at 40M frames",
+                  {2_500_000: -10.0, 5_000_000: 6.0, 10_000_000: 14.0, 20_000_000: 19.5}),
         Reference("CleanRL PPO (envpool v5, no sticky)", "vwxyzjn/cleanrl docs/benchmark/ppo_atari_envpool.md: "
                   "Pong-v5 20.45 +- 0.09 after 10M agent steps (40M frames), 3 seeds; envpool's v5 has "
                   "repeat_action_probability 0", {40_000_000: 20.45}),
@@ -42,6 +70,12 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {
                   "PongNoFrameskip-v4 | 17.292 | 3.214 | 10M\" (10M steps, 40M frames)", {40_000_000: 17.29}),
     ),
     "breakout": (
+        Reference("IMPALA, cleanba (sticky 0.25), 3 seeds",
+                  CLEANBA + ": Breakout-v5 482.12 +- 9.36 at 200M frames",
+                  {2_500_000: 10.0, 5_000_000: 19.5, 10_000_000: 41.5, 20_000_000: 160.0}),
+        Reference("PPO, CleanRL with Machado settings (sticky 0.25)",
+                  "openrlbenchmark static/machado_10M.png (commit 7c6119b), read off the plot",
+                  {2_500_000: 10.0, 5_000_000: 15.0, 10_000_000: 26.0, 20_000_000: 61.0}),
         Reference("DQN, Dopamine (sticky 0.25; value-based), 3 runs",
                   "google/dopamine baselines/atari/data/breakout.json, mean training return of the 1M-frame "
                   "iterations 4, 9 and 19 of its first three runs: 10.56, 10.09, 8.26; 28.51, 21.04, 19.26; "
