@@ -40,8 +40,8 @@ def test_report_writes_tables_and_plots_between_the_markers(tmp_path):
     report(md, ["pong", "breakout"], runs=runs)
     text = md.read_text()
     assert "old" not in text and text.startswith("# head") and text.rstrip().endswith("# tail")
-    assert "| seed 0 | -10.0 | 12.0 | 18.2 | 11.00M | 45 | target_return |" in text  # stopped early at 18.2
-    assert "| seed 1 | -12.5 | 5.0 | 19.0 | 20.00M | 83 | max_frames |" in text
+    assert "| seed 0 | -20.0 | -10.0 | 12.0 | 18.2 | 11.00M | 45 | target_return |" in text  # stopped early at 18.2
+    assert "| seed 1 | -20.5 | -12.5 | 5.0 | 19.0 | 20.00M | 83 | max_frames |" in text
     for ref in CASES["pong"].references:
         assert ref.name in text and ref.source in text
     assert "### breakout" not in text  # no runs, no section
@@ -70,8 +70,8 @@ def test_a_variant_is_reported_beside_the_defaults_with_its_flags(tmp_path):
               {"frames": 10_000_000, "wall_s": 1200, "stop_reason": "signal"})
     (variant / "variant.json").write_text(json.dumps({"flags": ["--normalize-advantages"]}))
     text = report_text(tmp_path, runs, ["pong"])
-    assert "| seed 0 | -20.0 | -15.0 | - | 10.00M | 20 | signal |" in text
-    assert "| seed 0, normadv | -12.0 | 3.0 | - | 10.00M | 20 | signal |" in text
+    assert "| seed 0 | - | -20.0 | -15.0 | - | 10.00M | 20 | signal |" in text
+    assert "| seed 0, normadv | - | -12.0 | 3.0 | - | 10.00M | 20 | signal |" in text
     assert "- normadv: the same with `--normalize-advantages`" in text
 
 
@@ -85,4 +85,4 @@ def test_finished_runs_are_kept_apart_from_their_log_dirs_and_reported_from_ther
     assert keep_all(runs, results) == [results / "pong@epochs2" / "seed3"]
     assert sorted(p.name for p in (results / "pong@epochs2" / "seed3").iterdir()) == ["progress.csv", "summary.json"]
     text = report_text(tmp_path, results, ["pong"])
-    assert "- epochs2: the same with `--epochs 2`" in text and "| seed 3, epochs2 | -15.0 |" in text
+    assert "- epochs2: the same with `--epochs 2`" in text and "| seed 3, epochs2 | - | -15.0 |" in text
