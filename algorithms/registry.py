@@ -48,6 +48,12 @@ def algorithm(name: str) -> Algorithm:
     return ALGORITHMS[name]
 
 
+def default_algorithm(env: str) -> str:
+    """`--algo` when none is given: APPO on ALE ids (the Atari defaults, chosen by the learning
+    curves in BENCHMARKS.md), IMPALA's V-trace elsewhere."""
+    return "appo" if atari_settings(env) is not None else "vtrace"
+
+
 def task_defaults(algo: str, env: str, run: bool = False) -> dict:
     """Flag defaults that follow the task: `algo`'s for an Atari env or another, and for
     `seedfleet run`'s launch. Any flag given still wins."""

@@ -54,12 +54,12 @@ class Case:
 
 
 CASES = {
-    "pong": Case("ALE/Pong-v5", "vtrace", 20_000_000, (2_500_000, 5_000_000, 10_000_000, 20_000_000),
+    "pong": Case("ALE/Pong-v5", "appo", 20_000_000, (2_500_000, 5_000_000, 10_000_000, 20_000_000),
                  ("--target-return", "18"), REFERENCES["pong"]),
     # DeepMind's setting without sticky actions, as CleanRL's envpool and SB3's references ran
-    "pong-nosticky": Case("PongNoFrameskip-v4", "vtrace", 20_000_000, (2_500_000, 5_000_000, 10_000_000, 20_000_000),
+    "pong-nosticky": Case("PongNoFrameskip-v4", "appo", 20_000_000, (2_500_000, 5_000_000, 10_000_000, 20_000_000),
                           ("--target-return", "18"), REFERENCES["pong-nosticky"]),
-    "breakout": Case("ALE/Breakout-v5", "vtrace", 20_000_000, (2_500_000, 5_000_000, 10_000_000, 20_000_000),
+    "breakout": Case("ALE/Breakout-v5", "appo", 20_000_000, (2_500_000, 5_000_000, 10_000_000, 20_000_000),
                      (), REFERENCES["breakout"]),
     "minatar-breakout-vtrace": Case("MinAtar/Breakout-v1", "vtrace", 5_000_000, (1_000_000, 2_500_000, 5_000_000),
                                     (), REFERENCES["minatar-breakout"]),

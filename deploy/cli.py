@@ -65,12 +65,19 @@ def _classes(command: str, algo: str) -> list:
     return classes
 
 
-def _algo_and_env(argv: list[str]) -> tuple[str, str]:
+def _algo_and_env(command: str, argv: list[str]) -> tuple[str, str]:
+    """--algo and --env as given (or set in the environment). Without --algo, a command with the
+    learner's flags takes the env's default algorithm (the registry's: APPO on ALE ids); the
+    others (the actor: no TensorFlow) never look it up."""
     pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--algo", default=env_setting("algo", "") or "vtrace")
+    pre.add_argument("--algo", default=env_setting("algo", ""))
     pre.add_argument("--env", default=env_setting("env", "") or "CartPole-v1")
     known = pre.parse_known_args(argv)[0]
-    return known.algo, known.env
+    if not known.algo and COMMANDS[command].learner_flags:
+        from algorithms.registry import default_algorithm
+
+        return default_algorithm(known.env), known.env
+    return known.algo or "vtrace", known.env
 
 
 def task_defaults(command: str, algo: str, env: str) -> dict:
@@ -81,7 +88,7 @@ def task_defaults(command: str, algo: str, env: str) -> dict:
     from algorithms.registry import task_defaults as algorithm_defaults
 
     _algorithm(algo)  # an unknown --algo is a one-line error
-    return algorithm_defaults(algo, env, run=command == "run")
+    return {"algo": algo, **algorithm_defaults(algo, env, run=command == "run")}
 
 
 def build_parser(command: str, algo: str = "vtrace", env: str = "CartPole-v1") -> argparse.ArgumentParser:
@@ -103,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
     try:
-        algo, env = _algo_and_env(rest)
+        algo, env = _algo_and_env(command, rest)
         args = build_parser(command, algo, env).parse_args(rest)
         configs = [from_flags(cls, args) for cls in _classes(command, algo)]
         return getattr(importlib.import_module(COMMANDS[command].module), COMMANDS[command].entry)(*configs)

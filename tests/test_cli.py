@@ -154,7 +154,8 @@ def test_launched_actors_take_their_settings_from_the_launcher_alone(monkeypatch
 @pytest.mark.parametrize("args,message", [
     (["learner", "--env", "NoSuchGame-v9"], "env id 'NoSuchGame-v9'"),
     (["learner", "--env", "Pendulum-v1"], "needs discrete actions"),
-    (["learner", "--epochs", "0"], "epochs must be at least 1"),
+    (["learner", "--epochs", "0"], "epochs and minibatches must be at least 1"),
+    (["learner", "--algo", "appo", "--batch-size", "6"], "does not split into 4 minibatches"),
 ])
 def test_user_errors_get_one_line_and_exit_code_2(args, message, capsys, tmp_path):
     assert main([*args, "--address", "127.0.0.1:0", "--logdir", str(tmp_path)]) == 2
@@ -169,3 +170,13 @@ def test_an_unknown_algo_gets_one_line_and_exit_code_2():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
     assert "unknown --algo 'ppo'" in out.stderr
+
+
+@pytest.mark.parametrize("env,algo", [("ALE/Pong-v5", "appo"), ("CartPole-v1", "vtrace"),
+                                      ("MinAtar/Breakout-v1", "vtrace")])
+def test_without_algo_the_env_picks_the_default_algorithm(env, algo, capsys):
+    with pytest.raises(SystemExit):
+        main(["learner", "--env", env, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"or r2d2 (default: {algo})" in help_text
+    assert ("--clip-ratio CLIP_RATIO" in help_text) and (("(default: 0.1)" in help_text) == (algo == "appo"))

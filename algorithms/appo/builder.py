@@ -26,9 +26,10 @@ APPO_DEFAULTS: dict[str, float | int | bool | str] = {
 # 8 envs x 128 steps in 4 minibatches x 4 epochs. Adam 2.5e-4 falling linearly to 0 at
 # --max-frames, gradients clipped at 0.5 (both CleanRL's). The queue holds one batch, so the
 # actors act on the next batch while the trainer works on this one (policy lag about half a
-# learner step, `policy/lag`).
+# learner step, `policy/lag`). The Nature CNN, as CleanRL's PPO: on a CPU with AMX its
+# bfloat16 oneDNN step costs less than the shallow torso's under XLA (BENCHMARKS.md).
 ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
-    "torso": "impala_shallow",
+    "torso": "nature",
     "unroll_length": 32,
     "batch_size": 64,
     "minibatches": 8,
