@@ -19,33 +19,28 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from algorithms import registry
 from algorithms.networks import NetworkConfig
+from algorithms.registry import AlgoConfig
 from bench.phases import Setup, env_phase, model_phase, system_phase, train_only_phase
 from bench.report import machine, plot_sweep, print_table
+from seedfleet.errors import UsageError
 from server.assembly import LearnerConfig
 
-NETWORK_FIELDS = {f.name for f in dataclasses.fields(NetworkConfig)}
-
-MODES = ("env", "serve", "train", "all")
+MODES = ("env", "serve", "train", "train_only", "all")
 
 
 @dataclass
 class BenchConfig:
-    env: str = "ALE/Pong-v5"  # the env every phase runs
-    algo: str = "vtrace"  # the agent: vtrace, appo or r2d2
     actors: int = 4  # actor processes
     envs_per_actor: int = 64  # envs hosted by each actor
     env_groups: int = 1  # Atari: each actor steps its envs in this many groups (see seedfleet actor)
     env_threads: int = 1  # Atari: each actor's vector-env threads (0: one per core)
     seconds: float = 30.0  # measured seconds per phase, after its warm-up
     warmup_s: float = 10.0  # seconds of warm-up before each phase is measured
-    mode: str = "all"  # env, serve, train, or all (all phases, with the bounds and ratios)
+    mode: str = "all"  # env, serve, train, train_only, or all (all phases, with the bounds and ratios)
     json: str = ""  # write the results here as JSON
     plot: str = ""  # with --sweep-actors: a PNG of frames/s against actors
     sweep_actors: str = ""  # comma-separated actor counts (1,2,4,8): env and serve at each
-    inference_batch_size: int = LearnerConfig.inference_batch_size  # the learner's: flush once this many envs wait
-    inference_timeout_ms: float = LearnerConfig.inference_timeout_ms  # the learner's: ... or after this long
 
 
 def bound(*rates: float) -> float:
@@ -61,24 +56,21 @@ def bracketed(before: dict, after: dict) -> dict:
     return {**before, **mean, "before": before, "after": after}
 
 
-def _setup(config: BenchConfig, actors: int, task_defaults: dict) -> Setup:
-    algo_cls = registry.algorithm(config.algo).config_class
-    names = {f.name for f in dataclasses.fields(algo_cls)}
-    algo = algo_cls(**{k: v for k, v in task_defaults.items() if k in names})
-    learner = LearnerConfig(env=config.env, algo=config.algo, address="127.0.0.1:0",
-                            progress_interval_s=math.inf, exploration_envs=actors * config.envs_per_actor,
-                            inference_batch_size=config.inference_batch_size,
-                            inference_timeout_ms=config.inference_timeout_ms,
-                            max_frames=int(task_defaults.get("max_frames", 0)))  # the decay's horizon
-    network = NetworkConfig(**{k: v for k, v in task_defaults.items() if k in NETWORK_FIELDS})
+def _setup(config: BenchConfig, actors: int, learner: LearnerConfig, algo: AlgoConfig,
+           network: NetworkConfig) -> Setup:
+    """The phases' setup: the learner's configs as `seedfleet learner` would take them (its flags
+    and the task's defaults), on a free loopback port and without progress lines."""
+    learner = dataclasses.replace(learner, address="127.0.0.1:0", progress_interval_s=math.inf,
+                                  exploration_envs=actors * config.envs_per_actor)
     return Setup(learner, algo, network, actors, config.envs_per_actor, config.env_groups, config.seconds,
                  config.warmup_s, config.env_threads)
 
 
-def measure(config: BenchConfig, task_defaults: dict, workdir: Path) -> dict:
+def measure(config: BenchConfig, setup: Setup, workdir: Path) -> dict:
     if config.mode not in MODES:
-        raise ValueError(f"--mode must be one of {', '.join(MODES)}, got {config.mode!r}")
-    setup = _setup(config, config.actors, task_defaults)
+        raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {config.mode!r}")
+    if config.mode == "train_only":
+        return {"train_only": train_only_phase(setup)}
     results: dict = {}
     if config.mode in ("env", "all"):
         results["env"] = env_phase(setup)
@@ -101,25 +93,27 @@ def measure(config: BenchConfig, task_defaults: dict, workdir: Path) -> dict:
     return results
 
 
-def sweep(config: BenchConfig, task_defaults: dict, workdir: Path, counts: list[int]) -> list[dict]:
+def sweep(config: BenchConfig, setup: Setup, workdir: Path, counts: list[int]) -> list[dict]:
     rows = []
     for actors in counts:
-        setup = _setup(config, actors, task_defaults)
+        setup = _setup(config, actors, setup.learner, setup.algo, setup.network)
         rows.append({"actors": actors, "env": env_phase(setup), "serve": system_phase(setup, workdir, train=False)})
     return rows
 
 
-def main(config: BenchConfig) -> int:
-    """`seedfleet bench`: measures, prints the table, writes --json and --plot."""
+def main(config: BenchConfig, learner: LearnerConfig, algo: AlgoConfig, network: NetworkConfig) -> int:
+    """`seedfleet bench`: measures, prints the table, writes --json and --plot. The learner's
+    configs come from its own flags (`seedfleet bench --algo appo --torso impala_shallow ...`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    task_defaults = registry.task_defaults(config.algo, config.env)
+    setup = _setup(config, config.actors, learner, algo, network)
     command = shlex.join(["seedfleet", *sys.argv[1:]])
     with tempfile.TemporaryDirectory(prefix="seedfleet-bench-") as tmp:
-        results = {"config": dataclasses.asdict(config), "command": command, "machine": machine(),
-                   **measure(config, task_defaults, Path(tmp))}
+        results = {"config": {**dataclasses.asdict(config), "env": learner.env, "algo": learner.algo,
+                              "agent": dataclasses.asdict(algo), "network": dataclasses.asdict(network)},
+                   "command": command, "machine": machine(), **measure(config, setup, Path(tmp))}
         if config.sweep_actors:
             counts = [int(n) for n in config.sweep_actors.split(",")]
-            results["sweep"] = sweep(config, task_defaults, Path(tmp), counts)
+            results["sweep"] = sweep(config, setup, Path(tmp), counts)
     print_table(results)
     if config.json:
         Path(config.json).write_text(json.dumps(results, indent=2) + "\n")

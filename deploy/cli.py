@@ -35,7 +35,7 @@ COMMANDS = {
     "run": Command("a learner and N local actor processes on this machine", "deploy.local", "run_local",
                    ("LaunchConfig",), learner_flags=True),
     "bench": Command("frames/s of the system beside the env, inference and training ceilings", "bench.run",
-                     configs=("BenchConfig",)),
+                     configs=("BenchConfig",), learner_flags=True),
     "eval": Command("play a checkpoint's policy locally: mean and std of returns, a video", "server.evaluate",
                     configs=("EvalConfig",)),
     "export": Command("write a checkpoint's greedy policy as a TensorFlow SavedModel", "server.export",

@@ -16,7 +16,7 @@ from deploy.cli import build_parser, main
 def test_every_flag_is_in_the_readme(command, algo):
     readme = (ROOT / "README.md").read_text()
     section = readme.split(f"### `seedfleet {command}`")[1].split("\n## ")[0]
-    if command == "run":  # run documents its own flags and refers to the learner's
+    if command in ("run", "bench"):  # they document their own flags and refer to the learner's
         section += readme.split("### `seedfleet learner`")[1]
     flags = [opt for action in build_parser(command, algo)._actions for opt in action.option_strings
              if opt.startswith("--") and opt != "--help" and not opt.startswith("--no-")]
