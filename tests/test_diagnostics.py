@@ -157,3 +157,14 @@ def test_a_resumed_run_keeps_the_columns_its_progress_file_began_with(tmp_path):
     Reporter(metrics, tmp_path, lambda: 0).report()
     lines = (tmp_path / "progress.csv").read_text().splitlines()
     assert lines[0] == old_header and all(len(line.split(",")) == 11 for line in lines)
+
+
+def test_the_learning_rate_decay_counts_learner_steps_whatever_the_passes_and_minibatches():
+    agent = ImpalaAgent(ImpalaConfig(unroll_length=6, batch_size=4, epochs=2, minibatches=2, clip_ratio=0.1),
+                        NetworkConfig(jit_compile=False), AgentContext((3,), np.dtype(np.float32), 2, seed=0),
+                        decay_steps=10)
+    batch = _acted(agent, make_batch(np.random.default_rng(6)))
+    for _ in range(5):
+        metrics = agent.learn(batch)
+    assert int(agent.optimizer.iterations) == 20  # 5 learner steps x 2 passes x 2 minibatches
+    assert metrics["learning_rate"] == pytest.approx(0.5e-3, rel=1e-5)  # half of 1e-3 left after 5 of 10
