@@ -50,9 +50,6 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {
                   "-13.188, -13.139, -11.889, -9.262, -15.352; 17.212, 12.627, 14.908, 15.681, 15.571; "
                   "19.669, 18.167, 17.367, 18.167, 18.549",
                   {5_000_000: -12.57, 10_000_000: 15.20, 20_000_000: 18.38}),
-        Reference("PPO, Machado settings (sticky actions 0.25)", "openrlbenchmark static/machado_10M.md: "
-                  "\"Pong-v5 | 15.23 +- 1.62 | 20.62 +- 0.18\" (sticky against none) after 10M steps (40M frames)",
-                  {40_000_000: 15.23}),
     ),
     "pong-nosticky": (
         Reference("PPO, CleanRL (no sticky actions)",
