@@ -93,10 +93,10 @@ def measure(config: BenchConfig, setup: Setup, workdir: Path) -> dict:
     return results
 
 
-def sweep(config: BenchConfig, setup: Setup, workdir: Path, counts: list[int]) -> list[dict]:
+def sweep(config: BenchConfig, base: Setup, workdir: Path, counts: list[int]) -> list[dict]:
     rows = []
     for actors in counts:
-        setup = _setup(config, actors, setup.learner, setup.algo, setup.network)
+        setup = _setup(config, actors, base.learner, base.algo, base.network)
         rows.append({"actors": actors, "env": env_phase(setup), "serve": system_phase(setup, workdir, train=False)})
     return rows
 

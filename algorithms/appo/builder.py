@@ -9,15 +9,14 @@ from __future__ import annotations
 from algorithms.impala.builder import ATARI_ENVS_PER_ACTOR, ATARI_MAX_FRAMES
 
 # Everywhere: PPO's schedule on V-trace targets (CleanRL's ppo_atari.py and Sample Factory's
-# Atari APPO: 4 passes, clip 0.1, normalised advantages, lambda 0.95; Adam with eps 1e-5).
+# Atari APPO: 4 passes, clip 0.1, normalised advantages, lambda 0.95; Adam with eps 1e-5, as
+# ImpalaConfig has it already).
 APPO_DEFAULTS: dict[str, float | int | bool | str] = {
     "epochs": 4,
     "minibatches": 4,
     "clip_ratio": 0.1,
     "normalize_advantages": True,
     "vtrace_lambda": 0.95,
-    "optimizer": "adam",
-    "optimizer_epsilon": 1e-5,
 }
 
 # Atari (ALE ids): chosen by the sticky-Pong screens in BENCHMARKS.md ("Atari defaults").
@@ -25,9 +24,9 @@ APPO_DEFAULTS: dict[str, float | int | bool | str] = {
 # into 8 minibatches of 256 transitions, 4 passes: 16 steps per 1,024 transitions, as CleanRL's
 # 8 envs x 128 steps in 4 minibatches x 4 epochs. Adam 2.5e-4 falling linearly to 0 at
 # --max-frames, gradients clipped at 0.5 (both CleanRL's). The queue holds one batch, so the
-# actors act on the next batch while the trainer works on this one (policy lag about half a
-# learner step, `policy/lag`). The Nature CNN, as CleanRL's PPO: on a CPU with AMX its
-# bfloat16 oneDNN step costs less than the shallow torso's under XLA (BENCHMARKS.md).
+# actors act on the next batch while the trainer works on this one (policy lag 1.5 to 2
+# learner steps on sticky Pong, `policy/lag`). The Nature CNN, as CleanRL's PPO: on a CPU with
+# AMX its bfloat16 oneDNN step costs less than the shallow torso's under XLA (BENCHMARKS.md).
 ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
     "torso": "nature",
     "unroll_length": 32,
@@ -37,7 +36,6 @@ ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
     "learning_rate_decay": True,
     "max_grad_norm": 0.5,
     "queue_unrolls": 64,
-    "reward_clip": 1.0,
 }
 
 

@@ -13,7 +13,7 @@ from algorithms import optim
 from algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
 from algorithms.distribute import DataParallel
 from algorithms.impala.config import ImpalaConfig
-from algorithms.impala.loss import impala_loss
+from algorithms.impala.loss import impala_loss, masked_mean
 from algorithms.networks import NetworkConfig, PolicyValueNet
 from seedfleet.errors import UsageError
 
@@ -70,13 +70,16 @@ class ImpalaAgent(tf.Module):
             for part in np.array_split(order, self.config.minibatches):
                 minibatch = batch if self.config.minibatches == 1 else batch.map(lambda v, rows=part: v[rows])
                 steps.append({k: float(v) for k, v in self._step(self.devices.shard(minibatch)).items()})
-            passes.append({k: float((np.max if k.endswith("_max") else np.mean)([step[k] for step in steps]))
-                           for k in steps[0]})
-        metrics = passes[0]
-        metrics["skipped_steps"] = float(sum(p["skipped_steps"] for p in passes) * self.config.minibatches)
+            passes.append(steps)
+
+        def over(steps: list[dict], name: str) -> float:
+            return float((np.max if name.endswith("_max") else np.mean)([step[name] for step in steps]))
+
+        metrics = {name: over(passes[0], name) for name in passes[0][0]}
+        metrics["skipped_steps"] = float(sum(step["skipped_steps"] for steps in passes for step in steps))
         if self.config.epochs > 1:
             for name in ("mean_rho", "approx_kl", "clip_fraction"):
-                metrics[f"policy/last_epoch_{name}"] = passes[-1][f"policy/{name}"]
+                metrics[f"policy/last_epoch_{name}"] = over(passes[-1], f"policy/{name}")
         metrics["learning_rate"] = float(optim.current_learning_rate(self.optimizer))
         return metrics
 
@@ -115,8 +118,7 @@ class ImpalaAgent(tf.Module):
         real = tf.logical_not(batch.first[1:])
         lag = tf.cast(self.optimizer.iterations - batch.extras["policy_version"][:-1], tf.float32)
         lag /= self.updates_per_batch
-        mask = tf.cast(real, tf.float32)
-        metrics["policy/lag"] = tf.reduce_sum(mask * lag) / tf.maximum(tf.reduce_sum(mask), 1.0)
+        metrics["policy/lag"] = masked_mean(lag, tf.cast(real, tf.float32))
         metrics["policy/lag_max"] = tf.reduce_max(tf.where(real, lag, 0.0))
         return tape.gradient(loss, self.net.trainable_variables), metrics
 

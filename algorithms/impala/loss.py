@@ -48,11 +48,15 @@ def transitions(batch: Unroll, config: ImpalaConfig) -> tuple[tf.Tensor, tf.Tens
     return rewards, discounts, real
 
 
+def masked_mean(x: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """The mean of x over the transitions where mask is 1 (0 when there are none)."""
+    return tf.reduce_sum(mask * x) / tf.maximum(tf.reduce_sum(mask), 1.0)
+
+
 def masked_moments(x: tf.Tensor, mask: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """Mean and (population) variance of x over the transitions where mask is 1."""
-    n = tf.maximum(tf.reduce_sum(mask), 1.0)
-    mean = tf.reduce_sum(mask * x) / n
-    return mean, tf.reduce_sum(mask * tf.square(x - mean)) / n
+    mean = masked_mean(x, mask)
+    return mean, masked_mean(tf.square(x - mean), mask)
 
 
 def normalized(advantages: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
@@ -85,11 +89,10 @@ def policy_shift(log_ratio: tf.Tensor, mask: tf.Tensor, clip_ratio: float, clip_
     """
     log_ratio = tf.where(mask > 0, log_ratio, tf.zeros_like(log_ratio))
     ratio = tf.exp(log_ratio)
-    n = tf.maximum(tf.reduce_sum(mask), 1.0)
     clipped = tf.abs(ratio - 1.0) > clip_ratio if clip_ratio > 0 else ratio > clip_rho_threshold
     return {
-        "policy/approx_kl": tf.reduce_sum(mask * ((ratio - 1.0) - log_ratio)) / n,
-        "policy/clip_fraction": tf.reduce_sum(mask * tf.cast(clipped, tf.float32)) / n,
+        "policy/approx_kl": masked_mean((ratio - 1.0) - log_ratio, mask),
+        "policy/clip_fraction": masked_mean(tf.cast(clipped, tf.float32), mask),
     }
 
 
