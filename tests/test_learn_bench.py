@@ -1,8 +1,11 @@
 """The learning benchmark's report: returns at the marks, per seed, beside the references."""
 
 import json
+import signal
+import sys
 
-from bench.learn import BEGIN, CASES, END, VARIANT_FILE, keep_all, report, return_at
+from bench.learn import (BEGIN, CASES, END, VARIANT_FILE, keep_all, read_curve, report, return_at, run_command,
+                         run_until)
 
 
 def _fake_run(logdir, rows, summary):
@@ -86,3 +89,36 @@ def test_finished_runs_are_kept_apart_from_their_log_dirs_and_reported_from_ther
     assert sorted(p.name for p in (results / "pong@epochs2" / "seed3").iterdir()) == ["progress.csv", "summary.json"]
     text = report_text(tmp_path, results, ["pong"])
     assert "- epochs2: the same with `--epochs 2`" in text and "| seed 3, epochs2 | - | -15.0 |" in text
+
+
+_WRITES_PROGRESS = """
+import pathlib, sys, time
+path = pathlib.Path(sys.argv[1]) / "progress.csv"
+path.write_text("elapsed_s,frames\\n")
+for i in range(1, 1000):
+    with path.open("a") as f:
+        f.write(f"{i},{i * 1000}\\n")
+    time.sleep(0.02)
+"""
+
+
+def test_a_run_is_stopped_once_its_progress_passes_the_case_s_last_frames(tmp_path):
+    command = [sys.executable, "-c", _WRITES_PROGRESS, str(tmp_path)]
+    code = run_until(command, tmp_path, timeout_s=60, stop_at=5_000, poll_s=0.05)
+    frames = read_curve(tmp_path)[-1]["frames"]
+    assert code in (-signal.SIGTERM, 143)  # stopped, not run to its end (999,000 frames)
+    assert 5_000 <= frames < 100_000
+
+
+def test_a_run_past_its_timeout_is_stopped_and_one_that_ends_keeps_its_exit_code(tmp_path):
+    command = [sys.executable, "-c", _WRITES_PROGRESS, str(tmp_path)]
+    assert run_until(command, tmp_path, timeout_s=0.3, stop_at=None, poll_s=0.05) in (-signal.SIGTERM, 143)
+    assert read_curve(tmp_path)[-1]["frames"] < 100_000
+    assert run_until([sys.executable, "-c", "raise SystemExit(1)"], tmp_path, 60, None, poll_s=0.05) == 1
+
+
+def test_resume_drops_fresh_so_the_run_continues_from_its_checkpoint(tmp_path):
+    case = CASES["pong-nosticky"]
+    assert "--fresh" in run_command(case, 0, tmp_path)
+    resumed = run_command(case, 0, tmp_path, resume=True)
+    assert "--fresh" not in resumed and resumed[resumed.index("--max-frames") + 1] == str(case.frames)
