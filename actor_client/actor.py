@@ -120,13 +120,15 @@ class Actor:
         env_ids = np.asarray(config.env_ids, np.int32)
         log.info("connected to %s: %s, env ids %d..%d", self.config.learner, config.env_id, env_ids[0], env_ids[-1])
         last_log, last_steps = time.monotonic(), self.steps
+        actions_read = 0
         while True:
             sent = time.perf_counter()
             ready = env_ids[envs.ready]
-            await call.write(encode_steps(ready, batch))
+            await call.write(encode_steps(ready, batch, actions_read))
             reply = await call.read()
             if reply is grpc.aio.EOF:
                 raise ConnectionError("the learner ended the stream")
+            actions_read += 1
             self.round_trips.record(time.perf_counter() - sent)
             try:
                 actions = decode_actions(reply, len(ready))

@@ -87,11 +87,14 @@ async def _stream(address: str, envs: int, run_id: int, window: tuple[float, flo
             messages = [encode_steps(env_ids, StepBatch(observations, np.zeros(envs, np.float32), np.zeros(envs, bool),
                                                         np.zeros(envs, bool), np.full(envs, first)))
                         for first in (True, False)]
-            first = True
+            first, reads = True, 0
             while time.monotonic() < until:
                 sent = time.monotonic()
-                await outbox.put(messages[0 if first else 1])
+                message = messages[0 if first else 1]
+                message.steps.actions_read = reads  # lockstep: the replies read so far
+                await outbox.put(message)
                 await call.read()
+                reads += 1
                 if sent >= since:
                     latencies.append(time.monotonic() - sent)
                     served += envs

@@ -17,7 +17,7 @@ import numpy as np
 from seedfleet.envs import AtariSettings, StepBatch
 from seedfleet.v1 import actor_learner_pb2 as pb
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: Steps.actions_read, lockstep enforced
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 CHANNEL_OPTIONS = [  # both ends of the actor-learner channel
@@ -60,7 +60,8 @@ def atari_from_proto(config: pb.EnvConfig) -> AtariSettings | None:
     return AtariSettings(**{f.name: getattr(config.atari, f.name) for f in dataclasses.fields(AtariSettings)})
 
 
-def encode_steps(env_ids: np.ndarray, batch: StepBatch) -> pb.ActorMessage:
+def encode_steps(env_ids: np.ndarray, batch: StepBatch, actions_read: int = 0) -> pb.ActorMessage:
+    """A Steps message; `actions_read` counts the Actions the stream has read so far (lockstep)."""
     return pb.ActorMessage(
         steps=pb.Steps(
             env_ids=np.asarray(env_ids, "<i4").tobytes(),
@@ -70,6 +71,7 @@ def encode_steps(env_ids: np.ndarray, batch: StepBatch) -> pb.ActorMessage:
             truncated=np.asarray(batch.truncated, np.uint8).tobytes(),
             first=np.asarray(batch.first, np.uint8).tobytes(),
             life_lost=np.asarray(batch.life_lost, np.uint8).tobytes() if batch.life_lost.any() else b"",
+            actions_read=actions_read,
         )
     )
 

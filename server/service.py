@@ -2,8 +2,11 @@
 
 Each actor stream gets a contiguous range of env ids from the backend (server/backend.py).
 A stream that breaks the protocol is closed with INVALID_ARGUMENT; its envs are dropped
-and every other stream goes on being served. TensorFlow-free: front-end processes
-(server/frontend.py) run it too.
+and every other stream goes on being served. A stream is in lockstep: one that sends its
+next Steps before it has read the Actions for the last (a client that floods without
+reading) is closed with FAILED_PRECONDITION, so its unread Steps never reach the batcher.
+A client that misstates its count is still answered one Steps at a time, as every stream.
+TensorFlow-free: front-end processes (server/frontend.py) run it too.
 """
 
 from __future__ import annotations
@@ -105,6 +108,7 @@ class LearnerService(pb_grpc.LearnerServicer):
             config.env_ids.extend(range(stream.lo, stream.hi))
             log.info("actor connected: %s", peer)
             yield pb.LearnerMessage(config=config)
+            replies = 0  # Actions sent on this stream
             while True:
                 try:
                     async with asyncio.timeout(self.idle_s if math.isfinite(self.idle_s) else None):
@@ -117,6 +121,12 @@ class LearnerService(pb_grpc.LearnerServicer):
                                         f"nothing received for {self.idle_s:g} s (--stream-idle-s)")
                 if message.WhichOneof("kind") != "steps":
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected a steps message")
+                if message.steps.actions_read != replies:
+                    log.warning("closing %s: out of lockstep (%d actions read of %d sent)",
+                                peer, message.steps.actions_read, replies)
+                    await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                        f"a steps message must follow the actions for the last one: it says "
+                                        f"{message.steps.actions_read} actions read, the learner has sent {replies}")
                 started = self.clock.start()
                 try:
                     env_ids, step = decode_steps(message.steps, id_range, self.spec.obs_shape, self.spec.obs_dtype,
@@ -135,6 +145,7 @@ class LearnerService(pb_grpc.LearnerServicer):
                 started = self.clock.start()
                 reply = encode_actions(actions)
                 self.clock.lap("reply", started)
+                replies += 1
                 yield reply
         finally:
             self.backend.close(stream)

@@ -26,10 +26,16 @@ class RawActor:
         hello = pb.Hello(run_id=run_id, num_envs=num_envs, protocol_version=PROTOCOL_VERSION)
         self.outbox.put(pb.ActorMessage(hello=hello))
         self.config = next(self.replies).config
+        self.actions_read = 0
 
     def send(self, message: pb.ActorMessage) -> pb.LearnerMessage:
+        """Sends one message and reads the reply; a Steps carries the count of replies read (lockstep)."""
+        if message.WhichOneof("kind") == "steps":
+            message.steps.actions_read = self.actions_read
         self.outbox.put(message)
-        return next(self.replies)
+        reply = next(self.replies)
+        self.actions_read += 1
+        return reply
 
     def close(self):
         self.outbox.put(None)

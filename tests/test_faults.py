@@ -1,5 +1,6 @@
 """Fault injection on loopback: one learner, one well-behaved real actor, and every kind
-of bad peer at once. Afterwards the good actor runs at >= 90% of its rate before, the
+of bad peer at once. Afterwards, with a client flooding Steps without reading its Actions
+(refused, it reconnects and floods again), the good actor runs at >= 90% of its rate before, the
 learner's memory is within 10% of where it was, no real actor died, and every unroll the
 learner accepted was trained on or is still queued.
 
@@ -113,6 +114,27 @@ def connect_cycles(address: str, cycles: int, done: list) -> None:
     done.append(cycles)
 
 
+def flood(address: str, stop: threading.Event, refusals: list) -> None:
+    """Steps every 4 ms on 8 envs for a second, no reply read; then the stream's fate is read
+    and a new stream floods 0.2 s later, until `stop`."""
+    for i in range(10_000):
+        stream = RawActor(address, num_envs=8, run_id=7400 + i)
+        ids = list(stream.config.env_ids)
+        for t in range(250):
+            stream.outbox.put(cartpole_steps(ids, first=t == 0))
+            time.sleep(0.004)
+        try:
+            for _ in range(250):
+                next(stream.replies)
+            refusals.append(grpc.StatusCode.OK)  # every flooded Steps was answered
+        except grpc.RpcError as error:
+            refusals.append(error.code())
+        stream.close()
+        if stop.is_set():
+            return
+        time.sleep(0.2)  # a client's reconnect delay
+
+
 def test_the_learner_survives_every_fault_at_once_and_serves_the_good_actor_as_before(procs, tmp_path):
     learner, address = start_learner("--env", "CartPole-v1", "--max-envs", "96", "--max-envs-per-stream", "16",
                                      "--stream-idle-s", str(IDLE_S), "--keepalive-s", str(IDLE_S),
@@ -163,20 +185,28 @@ def test_the_learner_survives_every_fault_at_once_and_serves_the_good_actor_as_b
     for stream in (*squatters, silent, stalled):
         stream.close()
     after_rss = rss_mib(learner.popen.pid)
+    flooding, refusals = threading.Event(), []
+    flooder = threading.Thread(target=flood, args=(address, flooding, refusals))
+    flooder.start()
+    time.sleep(1)
     after_rate, after = serving_window(good, learner.popen.pid)
     for _ in range(4):
         if after >= 0.9 * baseline:
             break
         window = serving_window(good, learner.popen.pid)
         after_rate, after = max(after_rate, window[0]), max(after, window[1])
+    flooding.set()
+    flooder.join(timeout=30)
     os.kill(victims[1].popen.pid, signal.SIGKILL)
 
     closed = {reason: sum(reason in line for line in learner.lines)
-              for reason in ("nothing for", "actor connected", "actor gone", "refused")}
+              for reason in ("nothing for", "actor connected", "actor gone", "refused", "out of lockstep")}
     print(f"good actor {baseline_rate:.0f} -> {after_rate:.0f} env steps/s, {baseline:.0f} -> {after:.0f} per learner "
           f"CPU second; learner RSS {baseline_rss:.0f} -> "
-          f"{after_rss:.0f} MiB; learner log: {closed}")  # shown with pytest -s
+          f"{after_rss:.0f} MiB; flooding streams refused: {len(refusals)}; "
+          f"learner log: {closed}")  # shown with pytest -s
     assert good.popen.poll() is None and "learner localhost" not in good.output()  # never lost the learner
+    assert len(refusals) >= 3 and set(refusals) == {grpc.StatusCode.FAILED_PRECONDITION}, refusals[:5]
     assert after >= 0.9 * baseline, (baseline, after)
     assert after_rss <= 1.1 * baseline_rss, (baseline_rss, after_rss)
     assert learner.stop(signal.SIGTERM, timeout=30) == 0, learner.output()[-3000:]

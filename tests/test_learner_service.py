@@ -152,3 +152,31 @@ def test_messages_larger_than_the_handshake_allows_are_refused_and_leave_no_memo
     time.sleep(1.0)
     after = tree_rss_mib(proc.popen.pid)
     assert after - before < 24, (before, after)  # 6 x 8 MiB would be 48
+
+
+def test_a_stream_that_runs_ahead_of_its_actions_is_refused_and_its_envs_freed(procs):
+    learner, address = start_learner("--env", "CartPole-v1", "--max-envs", "8")
+    procs.append(learner)
+    flooder = RawActor(address, num_envs=8, run_id=1)  # every slot
+    ids = list(flooder.config.env_ids)
+    for t in range(20):  # Steps after Steps, no reply read: each says 0 actions read
+        flooder.outbox.put(cartpole_steps(ids, first=t == 0))
+    decode_actions(next(flooder.replies), 8)  # the first is in lockstep and answered
+    with pytest.raises(grpc.RpcError) as error:
+        next(flooder.replies)
+    assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "1 actions read" not in error.value.details() and "has sent 1" in error.value.details()
+    flooder.close()
+    learner.wait_for("out of lockstep")
+
+    honest = RawActor(address, num_envs=8, run_id=2)  # the slots are free again
+    ids = list(honest.config.env_ids)
+    for t in range(3):
+        honest.send(cartpole_steps(ids, first=t == 0))
+    ahead = cartpole_steps(ids)
+    ahead.steps.actions_read = 4  # claims a reply it never got: 4 read of 3 sent
+    honest.outbox.put(ahead)
+    with pytest.raises(grpc.RpcError) as error:
+        next(honest.replies)
+    assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    honest.close()

@@ -77,7 +77,7 @@ class EnvConfig(_message.Message):
     def __init__(self, env_id: _Optional[str] = ..., env_ids: _Optional[_Iterable[int]] = ..., seed: _Optional[int] = ..., observation: _Optional[_Union[ObservationSpec, _Mapping]] = ..., num_actions: _Optional[int] = ..., atari: _Optional[_Union[AtariPreprocessing, _Mapping]] = ...) -> None: ...
 
 class Steps(_message.Message):
-    __slots__ = ("env_ids", "observations", "rewards", "terminated", "truncated", "first", "life_lost")
+    __slots__ = ("env_ids", "observations", "rewards", "terminated", "truncated", "first", "life_lost", "actions_read")
     ENV_IDS_FIELD_NUMBER: _ClassVar[int]
     OBSERVATIONS_FIELD_NUMBER: _ClassVar[int]
     REWARDS_FIELD_NUMBER: _ClassVar[int]
@@ -85,6 +85,7 @@ class Steps(_message.Message):
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     FIRST_FIELD_NUMBER: _ClassVar[int]
     LIFE_LOST_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_READ_FIELD_NUMBER: _ClassVar[int]
     env_ids: bytes
     observations: bytes
     rewards: bytes
@@ -92,7 +93,8 @@ class Steps(_message.Message):
     truncated: bytes
     first: bytes
     life_lost: bytes
-    def __init__(self, env_ids: _Optional[bytes] = ..., observations: _Optional[bytes] = ..., rewards: _Optional[bytes] = ..., terminated: _Optional[bytes] = ..., truncated: _Optional[bytes] = ..., first: _Optional[bytes] = ..., life_lost: _Optional[bytes] = ...) -> None: ...
+    actions_read: int
+    def __init__(self, env_ids: _Optional[bytes] = ..., observations: _Optional[bytes] = ..., rewards: _Optional[bytes] = ..., terminated: _Optional[bytes] = ..., truncated: _Optional[bytes] = ..., first: _Optional[bytes] = ..., life_lost: _Optional[bytes] = ..., actions_read: _Optional[int] = ...) -> None: ...
 
 class Actions(_message.Message):
     __slots__ = ("actions",)
