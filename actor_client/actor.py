@@ -62,6 +62,14 @@ class ProtocolError(Exception):
     """The learner rejected our messages: retrying would only repeat it."""
 
 
+class LearnerStopped(Exception):
+    """The learner ended the stream on purpose (its stop reason): it may come back."""
+
+
+STOP_METADATA = "seedfleet-stop"  # the learner's stop reason, in the trailing metadata of the stream it ended
+WAITING_LOG_S = 60.0  # while the learner is away after a clean stop: one line this often
+
+
 class Actor:
     def __init__(self, config: ActorConfig):
         self.config = config
@@ -69,6 +77,7 @@ class Actor:
         self.envs: EnvBatch | None = None
         self._env_key: bytes | None = None
         self.steps = 0
+        self.sessions = 0  # streams the learner has configured
         self.round_trips = RoundTrips()
         self._credentials = channel_credentials(config.tls_ca, config.tls_cert, config.tls_key)
         token = read_token(config.token_file)
@@ -113,6 +122,7 @@ class Actor:
         if reply is grpc.aio.EOF or reply.WhichOneof("kind") != "config":
             raise ConnectionError("the learner closed the stream before sending its config")
         config = reply.config
+        self.sessions += 1
         fresh = self.envs is None or self._env_key_of(config) != self._env_key
         envs = self._envs_for(config)
         # Seeds go in once, when the envs are made; later resets continue their streams.
@@ -127,6 +137,9 @@ class Actor:
             await call.write(encode_steps(ready, batch, actions_read))
             reply = await call.read()
             if reply is grpc.aio.EOF:
+                reason = dict(await call.trailing_metadata() or ()).get(STOP_METADATA)
+                if reason:
+                    raise LearnerStopped(reason)
                 raise ConnectionError("the learner ended the stream")
             actions_read += 1
             self.round_trips.record(time.perf_counter() - sent)
@@ -151,8 +164,11 @@ class Actor:
         return grpc.aio.secure_channel(self.config.learner, self._credentials, options=options)
 
     async def run(self) -> None:
-        """Serves the learner until cancelled; reconnects with backoff when it goes away."""
+        """Serves the learner until cancelled; reconnects with backoff when it goes away.
+        After a clean stop of the learner its absence is no warning: one line a minute."""
         delay = self.config.reconnect_min_s
+        stopped_at = last_waiting_log = None
+        sessions_at_stop = -1
         while True:
             started = time.monotonic()
             try:
@@ -160,11 +176,20 @@ class Actor:
                     channel = self._channel()
                 async with channel:
                     await self._session(channel)
+            except LearnerStopped as stopped:
+                log.info("the learner stopped (%s); waiting for it to come back", stopped)
+                stopped_at = last_waiting_log = time.monotonic()
+                sessions_at_stop = self.sessions
             except grpc.aio.AioRpcError as e:
                 if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
                                 grpc.StatusCode.UNAUTHENTICATED):
                     raise ProtocolError(f"the learner rejected this actor: {e.details()}") from e
-                log.warning("learner %s: %s (%s)", self.config.learner, e.code().name, e.details())
+                if self.sessions != sessions_at_stop or e.code() != grpc.StatusCode.UNAVAILABLE:
+                    log.warning("learner %s: %s (%s)", self.config.learner, e.code().name, e.details())
+                elif time.monotonic() - last_waiting_log >= WAITING_LOG_S:
+                    log.info("learner %s still away, %.0f s after it stopped", self.config.learner,
+                             time.monotonic() - stopped_at)
+                    last_waiting_log = time.monotonic()
             except ConnectionError as e:
                 log.warning("learner %s: %s", self.config.learner, e)
             if time.monotonic() - started > 10 * self.config.reconnect_max_s:

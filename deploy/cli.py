@@ -1,14 +1,15 @@
 """The `seedfleet` command: `learner`, `actor`, `run` (a learner and local actors), `bench`,
 `eval` and `export` (a checkpoint's policy played locally, or written as a SavedModel).
 
-Subcommands import lazily: `seedfleet actor` never loads TensorFlow.
+Subcommands import lazily: `seedfleet actor` never loads TensorFlow. The others load it
+without its native start-up lines unless `--verbose` (server/native_logs.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import os
+import logging
 import sys
 from dataclasses import dataclass
 
@@ -27,11 +28,13 @@ class Command:
     entry: str = "main"
     configs: tuple[str, ...] = ()
     learner_flags: bool = False
+    tensorflow: bool = True  # loads TensorFlow: --verbose shows its native lines
 
 
 COMMANDS = {
     "learner": Command("the learner server: central inference and training", "server.learner", learner_flags=True),
-    "actor": Command("an environment-only actor process", "actor_client.actor", configs=("ActorConfig",)),
+    "actor": Command("an environment-only actor process", "actor_client.actor", configs=("ActorConfig",),
+                     tensorflow=False),
     "run": Command("a learner and N local actor processes on this machine", "deploy.local", "run_local",
                    ("LaunchConfig",), learner_flags=True),
     "bench": Command("frames/s of the system beside the env, inference and training ceilings", "bench.run",
@@ -97,6 +100,10 @@ def build_parser(command: str, algo: str = "vtrace", env: str = "CartPole-v1") -
     defaults = task_defaults(command, algo, env)
     for cls in _classes(command, algo):
         add_flags(parser, cls, taken, defaults)
+    if COMMANDS[command].tensorflow:
+        parser.add_argument("--verbose", action="store_true", default=bool(env_setting("verbose", False)),
+                            help="TensorFlow's native start-up and info lines on the console "
+                                 "(as with TF_CPP_MIN_LOG_LEVEL=0)")
     return parser
 
 
@@ -108,7 +115,13 @@ def main(argv: list[str] | None = None) -> int:
         top.parse_args(argv[:1])
         return 2
     command, rest = argv[0], argv[1:]
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up chatter
+    if COMMANDS[command].tensorflow:  # before any module of ours imports it
+        from server.native_logs import import_tensorflow_quietly
+
+        verbose = "--verbose" in rest or bool(env_setting("verbose", False))
+        import_tensorflow_quietly(verbose)
+        if not verbose:
+            logging.getLogger("absl").setLevel(logging.WARNING)  # absl-py's info lines at shutdown
     try:
         algo, env = _algo_and_env(command, rest)
         args = build_parser(command, algo, env).parse_args(rest)

@@ -104,6 +104,7 @@ class ActorPort:
     port: int  # as bound (the address's port 0 picks one)
     credentialed: bool  # every peer it admits holds a token or a client certificate
     health: LearnerHealth | None = None
+    service: LearnerService | None = None
 
     @classmethod
     def bind(cls, config: LearnerConfig, spec: EnvSpec, address: str = "", shared: bool = False) -> ActorPort:
@@ -123,16 +124,20 @@ class ActorPort:
                     clock: StageClock) -> None:
         """Adds LearnerService over `backend` and the health service (NOT_SERVING until start)."""
         bounds = observation_bounds(config.env) if config.check_observation_bounds else None
-        add_to_server(LearnerService(env_config, backend, min(config.max_envs_per_stream, config.max_envs),
-                                     config.max_abs_reward, config.stream_idle_s, bounds,
-                                     trust_every_peer=self.credentialed or config.target_from == "any",
-                                     clock=clock), self.server)
+        self.service = LearnerService(env_config, backend, min(config.max_envs_per_stream, config.max_envs),
+                                      config.max_abs_reward, config.stream_idle_s, bounds,
+                                      trust_every_peer=self.credentialed or config.target_from == "any",
+                                      clock=clock)
+        add_to_server(self.service, self.server)
         self.health = await add_health(self.server)  # grpc.health.v1: SERVING from start to stop
 
     async def start(self) -> None:
         await self.server.start()
         await self.health.serving()
 
-    async def stop(self) -> None:
+    async def stop(self, reason: str) -> None:
+        """NOT_SERVING, then each stream ends at its next message with `reason` (status OK),
+        within a second's grace; a stream still open after it is cancelled."""
         await bounded("health NOT_SERVING", self.health.stopping(), 5.0)
+        self.service.goodbye(reason)
         await bounded("gRPC server stop", self.server.stop(grace=1.0), 5.0)

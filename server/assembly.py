@@ -219,13 +219,14 @@ class Learner:
             return "inference_failed", self.batcher.error
         return None
 
-    async def stop(self, last_checkpoint: bool) -> None:
-        """Stops every part, each step bounded; `last_checkpoint` (a clean stop, not a
-        failure) saves one more checkpoint once training has stopped."""
+    async def stop(self, reason: str, last_checkpoint: bool) -> None:
+        """Stops every part, each step bounded; actors' streams end with `reason`;
+        `last_checkpoint` (a clean stop, not a failure) saves one more checkpoint once
+        training has stopped."""
         loop = asyncio.get_running_loop()
         self.trainer.stopping.set()
         self.queue.close()
-        await bounded("actors' port stop", self.actor_port.stop(), 15.0)
+        await bounded("actors' port stop", self.actor_port.stop(reason), 15.0)
         await bounded("batcher stop", self.batcher.stop(), 5.0)
         await loop.run_in_executor(None, self.trainer.join, 10.0)
         self.executor.shutdown(wait=False, cancel_futures=True)

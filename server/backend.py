@@ -37,6 +37,15 @@ class StepRequest:
         return len(self.env_ids)
 
 
+class LearnerStopping(Exception):
+    """The learner stops (its reason: max_frames, target_return, signal...): streams end
+    with status OK and the reason in their trailing metadata, not with an error."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 class PolicyOutputError(ValueError):
     """A request whose observations drove the policy to outputs no actor may get."""
 

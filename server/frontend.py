@@ -31,7 +31,7 @@ from seedfleet.stage_clock import StageClock
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.wire import EnvSpec
 from server.actor_port import ActorPort
-from server.backend import OpenStream, StepRequest, StreamRefused
+from server.backend import LearnerStopping, OpenStream, StepRequest, StreamRefused
 from server.config import LearnerConfig
 from server.link import COUNT, OPEN_FIELDS, RANGE, Kind, LinkEnd, StepMemory, message, read_refused
 
@@ -47,6 +47,7 @@ class RemoteBackend:
         self.spec: EnvSpec | None = None  # from SETUP
         self.setup: asyncio.Future = asyncio.get_running_loop().create_future()
         self.gone = asyncio.Event()  # the link closed: the learner stopped us or died
+        self.stop_reason = ""  # the learner's, when it stopped us
         self._calls: dict[int, asyncio.Future] = {}  # stream key -> the learner's answer, awaited
         self._memory: dict[int, StepMemory] = {}
         self._next_key = 1
@@ -59,6 +60,9 @@ class RemoteBackend:
             if not self.setup.done():
                 self.setup.set_result(json.loads(payload))
             return
+        if kind == Kind.GOODBYE:
+            self.stop_reason = payload.decode()
+            return
         future = self._calls.pop(key, None)
         if future is None or future.done():  # its stream was cancelled meanwhile
             return
@@ -70,7 +74,7 @@ class RemoteBackend:
             future.set_exception(StreamRefused(*read_refused(payload)))
 
     def _link_closed(self) -> None:
-        gone = StreamRefused(grpc.StatusCode.UNAVAILABLE, "the learner is stopping")
+        gone = self._gone()
         for future in self._calls.values():
             if not future.done():
                 future.set_exception(gone)
@@ -79,10 +83,16 @@ class RemoteBackend:
             self.setup.set_exception(ConnectionError("the learner closed the link before its setup"))
         self.gone.set()
 
+    def _gone(self) -> Exception:
+        """What a call gets once the link is closed: the learner's stop, or its loss."""
+        if self.stop_reason:
+            return LearnerStopping(self.stop_reason)
+        return StreamRefused(grpc.StatusCode.UNAVAILABLE, "the learner went away")
+
     def _call(self, key: int) -> asyncio.Future:
         future = asyncio.get_running_loop().create_future()
         if self.link.closed:
-            future.set_exception(StreamRefused(grpc.StatusCode.UNAVAILABLE, "the learner is stopping"))
+            future.set_exception(self._gone())
         else:
             self._calls[key] = future
         return future
@@ -140,7 +150,7 @@ async def run(sock: socket.socket) -> None:
                 await backend.gone.wait()
         except TimeoutError:
             backend.send_stats()
-    await port.stop()
+    await port.stop(backend.stop_reason or "the learner went away")
 
 
 def main(argv: list[str] | None = None) -> int:

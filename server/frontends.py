@@ -191,12 +191,14 @@ class FrontEnds:
                     out[f"frontend:{name}"] = out.get(f"frontend:{name}", 0.0) + seconds
         return stages, threads
 
-    async def stop(self) -> None:
-        """Closes every link; each front end stops serving and exits (killed after 10 s)."""
+    async def stop(self, reason: str) -> None:
+        """Tells every front end the stop `reason`, then closes its link; each ends its
+        streams with it, stops serving and exits (killed after 10 s)."""
         self._stopping = True
         for task in self._watch:
             task.cancel()
         for front_end in self.front_ends:
+            front_end.link.send(message(Kind.GOODBYE, 0, reason.encode()))
             front_end.link.close()
         loop = asyncio.get_running_loop()
         for front_end in self.front_ends:

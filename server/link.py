@@ -40,7 +40,7 @@ HEADER = struct.Struct("<BI")
 
 
 class Kind(enum.IntEnum):
-    SETUP, OPENED, ACTIONS, REFUSED = 1, 2, 3, 4  # learner -> front end
+    SETUP, OPENED, ACTIONS, REFUSED, GOODBYE = 1, 2, 3, 4, 5  # learner -> front end
     READY, OPEN, STEPS, CLOSE, STATS = 11, 12, 13, 14, 15  # front end -> learner
 
 

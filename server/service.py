@@ -24,9 +24,10 @@ from seedfleet.stage_clock import StageClock
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from seedfleet.wire import PROTOCOL_VERSION, EnvSpec, WireError, decode_steps, encode_actions
-from server.backend import StepRequest, StreamBackend, StreamRefused, refusal_of
+from server.backend import LearnerStopping, StepRequest, StreamBackend, StreamRefused, refusal_of
 
 log = logging.getLogger("seedfleet.learner")
+STOP_METADATA = "seedfleet-stop"  # trailing metadata of a stream the learner ended: its stop reason
 
 
 async def _parsed(raw_messages, context: grpc.aio.ServicerContext, clock: StageClock):
@@ -72,6 +73,17 @@ class LearnerService(pb_grpc.LearnerServicer):
         self.observation_bounds = observation_bounds
         self.trust_every_peer = trust_every_peer  # else only loopback peers' episodes count for the target
         self.clock = clock or StageClock()
+        self.stopping = ""  # the learner's stop reason, once it stops: each stream ends with it
+
+    def goodbye(self, reason: str) -> None:
+        """From now on each stream ends at its next message, with status OK and `reason`."""
+        self.stopping = reason
+
+    @staticmethod
+    def _end(context: grpc.aio.ServicerContext, reason: str) -> None:
+        context.set_trailing_metadata(((STOP_METADATA, reason),))
+        context.set_code(grpc.StatusCode.OK)
+        context.set_details(f"the learner stopped ({reason})")
 
     async def Act(self, request_iterator, context: grpc.aio.ServicerContext):
         messages = aiter(_parsed(request_iterator, context, self.clock))
@@ -119,6 +131,9 @@ class LearnerService(pb_grpc.LearnerServicer):
                     log.warning("closing %s: nothing for %g s (--stream-idle-s)", peer, self.idle_s)
                     await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                                         f"nothing received for {self.idle_s:g} s (--stream-idle-s)")
+                if self.stopping:
+                    self._end(context, self.stopping)
+                    break
                 if message.WhichOneof("kind") != "steps":
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected a steps message")
                 if message.steps.actions_read != replies:
@@ -137,6 +152,9 @@ class LearnerService(pb_grpc.LearnerServicer):
                 self.clock.lap("decode", started)
                 try:
                     actions = await self.backend.submit(stream, StepRequest(env_ids, step))
+                except LearnerStopping as stopping:
+                    self._end(context, stopping.reason)
+                    break
                 except Exception as error:  # noqa: BLE001 - the stream is closed with its status
                     refused = refusal_of(error)
                     if refused.code == grpc.StatusCode.INVALID_ARGUMENT:  # this stream's observations: only it

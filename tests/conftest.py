@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 class Proc:

@@ -45,6 +45,18 @@ def test_learner_and_two_actors_learn_cartpole(tmp_path):
     assert early and early[0] < 2 * baseline  # it starts out near random
     assert summary["mean_return_last_100"] > 2 * baseline, summary
     assert list((logdir).glob("events.out.tfevents.*")), "no TensorBoard summaries"
+    assert_quiet(run.lines)
+    assert sum("the learner stopped (max_frames)" in line for line in run.lines) == 2  # each actor, in words
+
+
+NATIVE_LINE = re.compile(r"^[IWEF]\d{4} |absl::InitializeLog|cuInit|cudart|oneDNN")
+
+
+def assert_quiet(lines: list[str]) -> None:
+    """No native library chatter, no gRPC error status, no traceback on a clean run's console."""
+    noisy = [line for line in lines if NATIVE_LINE.search(line) or "Traceback" in line
+             or re.search(r"\b(UNAVAILABLE|INTERNAL|CANCELLED|UNKNOWN)\b", line)]
+    assert not noisy, noisy[:10]
 
 
 def test_r2d2_runs_end_to_end_on_the_same_server(tmp_path):

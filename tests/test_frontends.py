@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
-from conftest import seedfleet, start_learner
+from conftest import Proc, seedfleet, start_learner
 from raw_streams import RawActor, cartpole_steps, children
 
 from seedfleet.envs import StepBatch
@@ -105,9 +105,14 @@ def test_streams_spread_over_front_ends_and_a_killed_one_takes_only_its_own_stre
     for actor, _ in kept:
         actor.close()
 
+    actor = Proc(seedfleet("actor", "--learner", address, "--envs", "4"))
+    procs.append(actor)
+    actor.wait_for("connected to")
     running = front_ends(learner.popen.pid)
     assert learner.stop(signal.SIGTERM, timeout=30) == 0
     wait_until(lambda: not front_ends_of(running), 10, "front ends exit with the learner")
+    actor.wait_for(r"the learner stopped \(signal\); waiting", timeout=10)  # told, through its front end
+    assert actor.popen.poll() is None and "UNAVAILABLE" not in actor.output(), actor.output()[-2000:]
 
 
 def front_ends_of(pids: list[int]) -> list[int]:
