@@ -24,6 +24,9 @@ LEARN_SEEDS ?= 0
 DOCKER ?= docker
 # COMPOSE=docker-compose for the standalone binary.
 COMPOSE ?= $(DOCKER) compose
+# BASE_IMAGE=... builds on another Python base (a registry mirror's, one in the local store); empty: the Dockerfile's.
+BASE_IMAGE ?=
+BUILD := $(strip DOCKER_BUILDKIT=1 $(DOCKER) build -f deploy/Dockerfile $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)))
 ACTORS ?= 2
 GPU ?= 0
 ifeq ($(GPU),1)
@@ -38,7 +41,7 @@ endif
 FLEET_SETTINGS := ENV ALGO ENVS SEED PORT
 FLEET_ENV := $(strip $(foreach v,$(FLEET_SETTINGS),$(if $(filter command line,$(origin $(v))),SEEDFLEET_$(v)='$($(v))')))
 
-.PHONY: install proto test run learner actor lint clean bench learn-bench images fleet fleet-down certs
+.PHONY: install proto test run learner actor lint clean bench learn-bench images fleet fleet-down fleet-check certs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -92,9 +95,9 @@ learn-bench: $(STAMP)
 	$(PY) -m bench.learn $(if $(strip $(LEARN_CASES)),--cases $(LEARN_CASES)) --seeds $(LEARN_SEEDS)
 
 images:
-	$(DOCKER) build -f deploy/Dockerfile --target actor -t seedfleet-actor .
-	$(DOCKER) build -f deploy/Dockerfile --target learner --build-arg LEARNER_EXTRA=$(LEARNER_EXTRA) \
-		-t $(LEARNER_IMAGE) .
+	$(PYTHON) -m deploy.engine build --docker "$(DOCKER)"
+	$(BUILD) --target actor -t seedfleet-actor .
+	$(BUILD) --target learner --build-arg LEARNER_EXTRA=$(LEARNER_EXTRA) -t $(LEARNER_IMAGE) .
 
 # Development credentials (a CA, learner and actor certificates, a token; stdlib and openssl only):
 # the fleet's token secret comes from here. `make certs` again keeps existing files.
@@ -103,7 +106,12 @@ certs $(SECRETS)/token:
 	$(PYTHON) -m deploy.certs $(SECRETS)
 
 fleet: $(SECRETS)/token
+	$(PYTHON) -m deploy.engine compose --compose "$(COMPOSE)"
 	$(FLEET_ENV) $(COMPOSE) $(COMPOSE_FILES) up --detach --scale actor=$(ACTORS)
+
+# The fleet against a real engine, end to end (deploy/fleet_check.py); not part of `make test`.
+fleet-check:
+	$(PYTHON) -m deploy.fleet_check --docker "$(DOCKER)" --compose "$(COMPOSE)"
 
 fleet-down:
 	$(COMPOSE) $(COMPOSE_FILES) down

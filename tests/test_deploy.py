@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Proc, free_port, progress_frames, tool
 
+from deploy import fleet_check
 from deploy.certs import make_credentials
 from deploy.cli import build_parser
 from deploy.requirements import requirements
@@ -41,7 +42,10 @@ def test_hadolint_passes_the_dockerfile():
 
 def test_dockerfile_targets_entrypoint_user_and_healthcheck():
     text = DOCKERFILE.read_text()
-    assert re.search(r"^FROM python:3\.11\.\d+-slim-bookworm AS base$", text, re.M)
+    assert not re.search(r"^#\s*syntax\s*=", text, re.M | re.I)  # BuildKit would pull a frontend from a registry
+    assert re.search(r"^ARG BASE_IMAGE=python:3\.11\.\d+-slim-bookworm$", text, re.M)
+    assert text.index("ARG BASE_IMAGE=") < text.index("\nFROM ")
+    assert re.search(r"^FROM \$\{BASE_IMAGE\} AS base$", text, re.M)
     stages = re.findall(r"^FROM \S+ AS (\S+)$", text, re.M)
     assert {"actor", "learner"} <= set(stages)
     actor, learner = (text.split(f" AS {name}\n")[1].split("\nFROM ")[0] for name in ("actor", "learner"))
@@ -71,7 +75,7 @@ def test_compose_file_resolves_with_its_defaults():
     assert Path(learner["build"]["context"], learner["build"]["dockerfile"]) == DOCKERFILE
     assert {k: learner["environment"][k] for k in ("SEEDFLEET_ENV", "SEEDFLEET_ALGO", "SEEDFLEET_SEED",
                                                    "SEEDFLEET_ADDRESS")} == {
-        "SEEDFLEET_ENV": "ALE/Pong-v5", "SEEDFLEET_ALGO": "vtrace", "SEEDFLEET_SEED": "0",
+        "SEEDFLEET_ENV": "ALE/Pong-v5", "SEEDFLEET_ALGO": None, "SEEDFLEET_SEED": "0",  # ALGO: the env's own
         "SEEDFLEET_ADDRESS": "[::]:8470"}
     assert learner["environment"]["SEEDFLEET_MAX_FRAMES"] is None  # unset: the flag's own default
     assert [(p["published"], p["target"]) for p in learner["ports"]] == [("8470", 8470)]
@@ -136,15 +140,21 @@ def test_make_targets_build_and_start_the_fleet():
                               text=True, check=True,
                               env={k: v for k, v in os.environ.items() if k not in ("ENV", "SEED")}).stdout
 
-    images = dry("images")
-    assert "--target actor -t seedfleet-actor ." in images
-    assert "--target learner --build-arg LEARNER_EXTRA=learner" in images and "-t seedfleet-learner ." in images
+    images = dry("images").splitlines()
+    assert images[0] == 'python3 -m deploy.engine build --docker "docker"'  # says what is missing, first
+    assert images[1] == "DOCKER_BUILDKIT=1 docker build -f deploy/Dockerfile --target actor -t seedfleet-actor ."
+    assert "--target learner --build-arg LEARNER_EXTRA=learner" in images[2] and "-t seedfleet-learner ." in images[2]
     assert "LEARNER_EXTRA=gpu" in dry("images", "GPU=1") and "-t seedfleet-learner:gpu ." in dry("images", "GPU=1")
+    mirrored = dry("images", "BASE_IMAGE=mirror.example/python:3.11.14-slim-bookworm").splitlines()
+    assert all("--build-arg BASE_IMAGE=mirror.example/python:3.11.14-slim-bookworm" in line for line in mirrored[1:])
     fleet = dry("fleet", "ACTORS=8", "ENV=ALE/Breakout-v5", "ENVS=16").strip().splitlines()
-    assert fleet[-1] == ("SEEDFLEET_ENV='ALE/Breakout-v5' SEEDFLEET_ENVS='16' docker compose "
-                         "-f deploy/docker-compose.yml up --detach --scale actor=8")
-    assert fleet[:-1] == ([] if (ROOT / "deploy" / "secrets" / "token").exists()  # the token secret, once
+    assert fleet[-2:] == ['python3 -m deploy.engine compose --compose "docker compose"',
+                          "SEEDFLEET_ENV='ALE/Breakout-v5' SEEDFLEET_ENVS='16' docker compose "
+                          "-f deploy/docker-compose.yml up --detach --scale actor=8"]
+    assert fleet[:-2] == ([] if (ROOT / "deploy" / "secrets" / "token").exists()  # the token secret, once
                           else ["python3 -m deploy.certs deploy/secrets"])
+    assert dry("fleet-check", "COMPOSE=docker-compose").strip() == (
+        'python3 -m deploy.fleet_check --docker "docker" --compose "docker-compose"')
     assert "SEEDFLEET_SEED" not in dry("fleet")  # SEED's make default is make run's, not the fleet's
     assert "-f deploy/docker-compose.gpu.yml down" in dry("fleet-down", "GPU=1")
 
@@ -201,7 +211,8 @@ def test_compose_services_run_as_local_processes(tmp_path, procs):
     """The learner and two actors with their resolved compose commands and environments: healthy, then frames flow."""
     make_credentials(tmp_path / "secrets")
     config = compose_config(SEEDFLEET_ENV="CartPole-v1", SEEDFLEET_ENVS="4", SEEDFLEET_SEED="1",
-                            SEEDFLEET_PROGRESS_INTERVAL_S="1", SEEDFLEET_SECRETS=str(tmp_path / "secrets"))
+                            SEEDFLEET_PROGRESS_INTERVAL_S="1", SEEDFLEET_LOG_INTERVAL_S="1",
+                            SEEDFLEET_SECRETS=str(tmp_path / "secrets"))
     fleet = LocalFleet(config, tmp_path, procs)
     learner = fleet.start("learner")
     fleet.wait_until_healthy(learner)
@@ -212,7 +223,9 @@ def test_compose_services_run_as_local_processes(tmp_path, procs):
         assert all(p.popen.poll() is None for p in (learner, *actors)), learner.output()[-3000:]
         time.sleep(0.5)
     assert sum("learner actor connected" in line for line in learner.lines) == 2
+    actors[0].wait_for(fleet_check.ACTOR_STEPS.pattern, timeout=10)  # the lines `make fleet-check` reads
     assert learner.stop(signal.SIGTERM, timeout=30) == 0, learner.output()[-2000:]
+    assert fleet_check.learner_frames(learner.lines) and any(map(fleet_check.SAVED.search, learner.lines))
     summary = json.loads((tmp_path / "data" / "runs" / "CartPole-v1-vtrace-seed1" / "summary.json").read_text())
     assert summary["env"] == "CartPole-v1" and summary["frames"] >= frames[-1]
 

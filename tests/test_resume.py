@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 from conftest import Proc, seedfleet, start_learner
 
+from deploy import fleet_check
 from server.checkpoint import CheckpointStore
 
 
@@ -60,6 +61,8 @@ def test_a_killed_learner_resumes_from_its_newest_checkpoint(procs, tmp_path, al
     procs.append(again)
     restored = again.wait_for(r"restored (ckpt-\S+): (\d+) frames, (\d+) learner steps(.*)", timeout=120)
     assert restored.group(1) == saved.name
+    restores = [m.group(2) for m in map(fleet_check.RESTORED.search, again.lines) if m]
+    assert restores == [restored.group(2)]  # the line `make fleet-check` reads
     assert int(restored.group(2)) == state["metrics"]["env_steps"]  # CartPole: a frame per step
     if "r2d2" in algo_args:
         assert re.search(r"replay of [1-9]", restored.group(4))
