@@ -2,13 +2,14 @@
 
     python3 -m deploy.fleet_check [--docker docker] [--compose "docker compose"] [--skip-build]
 
-Steps, one line each with its time: build both images (`make images`); start the learner, two
-actors and TensorBoard on CartPole (project `seedfleet-check`, free host ports, credentials
-of its own); wait for env steps from both actors; scale to three and wait for the third; kill
-the learner process inside its container and check that compose restarts it and that it
-resumes from its checkpoint (frames go on from there, not from 0); ask TensorBoard's HTTP
-port; bring the fleet down (volumes too) and check that no container is left. It exits 1 at
-the first step that fails, with the logs that show why, after bringing the fleet down.
+Steps, one line each with its time: bring down what an interrupted check left; build both
+images (`make images`); start the learner, two actors and TensorBoard on CartPole (project
+`seedfleet-check`, free host ports, credentials of its own); wait for env steps from both
+actors; scale to three and wait for the third; kill the learner process inside its container
+and check that compose restarts it and that it resumes from its checkpoint (frames go on from
+there, not from 0); ask TensorBoard's HTTP port; bring the fleet down (volumes too) and check
+that no container is left. It exits 1 at the first step that fails, with the logs that show
+why, after bringing the fleet down.
 Not part of `make test` (CI has no engine); tests/test_deploy.py checks that its services,
 variables and commands match the compose file.
 """
@@ -84,12 +85,15 @@ class Fleet:
             raise CheckFailed(f"{shlex.join(command)} exited {done.returncode}:\n{done.stderr[-3000:]}")
         return done.stdout
 
-    def containers(self, service: str) -> list[str]:
-        return self.run("ps", "-q", service).split()
+    def containers(self, service: str, stopped: bool = False) -> list[str]:
+        """The service's running containers (with `stopped`, exited ones too)."""
+        return self.run("ps", *(("-a",) if stopped else ()), "-q", service).split()
 
     def logs(self, container: str) -> list[str]:
-        done = subprocess.run([*self.docker, "logs", container], capture_output=True, text=True, timeout=60)
-        return (done.stdout + done.stderr).splitlines()
+        """The container's output, its stdout (progress lines) and stderr (logging) in one stream, in order."""
+        done = subprocess.run([*self.docker, "logs", container], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=60)
+        return done.stdout.splitlines()
 
     def inspect(self, container: str) -> dict:
         out = subprocess.run([*self.docker, "inspect", container], capture_output=True, text=True, timeout=60)
@@ -136,6 +140,8 @@ def run_check(fleet: Fleet, tensorboard_port: int, build: Callable[[], None] | N
         detail = action()
         print(f"ok {time.monotonic() - t0:6.1f} s  {name}{': ' + str(detail) if detail else ''}", flush=True)
 
+    if fleet.left():  # a check stopped half way: its containers would clash with this one's
+        step("the fleet a previous check left, down", lambda: fleet.run("down", "--volumes", "--remove-orphans"))
     if build is not None:
         step("both images built (make images)", build)
     step("fleet up: learner, 2 actors, TensorBoard", lambda: fleet.run("up", "--detach", "--scale", "actor=2"))
@@ -223,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckFailed, subprocess.CalledProcessError, subprocess.TimeoutExpired) as failure:
         print(f"FAILED: {failure}", file=sys.stderr)
         for service in SERVICES:
-            for container in fleet.containers(service):
+            for container in fleet.containers(service, stopped=True):
                 print(f"--- {service} {container[:12]}:\n" + "\n".join(fleet.logs(container)[-40:]), file=sys.stderr)
         fleet.run("down", "--volumes", "--remove-orphans", "--timeout", "60", check=False)
         return 1
