@@ -31,6 +31,7 @@ from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from seedfleet.wire import (
     CHANNEL_OPTIONS,
     PROTOCOL_VERSION,
+    STOP_METADATA,
     EnvSpec,
     WireError,
     atari_from_proto,
@@ -66,7 +67,6 @@ class LearnerStopped(Exception):
     """The learner ended the stream on purpose (its stop reason): it may come back."""
 
 
-STOP_METADATA = "seedfleet-stop"  # the learner's stop reason, in the trailing metadata of the stream it ended
 WAITING_LOG_S = 60.0  # while the learner is away after a clean stop: one line this often
 
 
@@ -119,8 +119,10 @@ class Actor:
                          evaluation=self.config.evaluation)
         await call.write(pb.ActorMessage(hello=hello))
         reply = await call.read()
-        if reply is grpc.aio.EOF or reply.WhichOneof("kind") != "config":
-            raise ConnectionError("the learner closed the stream before sending its config")
+        if reply is grpc.aio.EOF:
+            raise await self._ended(call, "before sending its config")
+        if reply.WhichOneof("kind") != "config":
+            raise ConnectionError("the learner sent no config first")
         config = reply.config
         self.sessions += 1
         fresh = self.envs is None or self._env_key_of(config) != self._env_key
@@ -134,13 +136,13 @@ class Actor:
         while True:
             sent = time.perf_counter()
             ready = env_ids[envs.ready]
-            await call.write(encode_steps(ready, batch, actions_read))
-            reply = await call.read()
+            try:
+                await call.write(encode_steps(ready, batch, actions_read))
+            except asyncio.InvalidStateError:  # the learner ended the stream before this step: the read says how
+                pass
+            reply = await call.read()  # an error status raises here
             if reply is grpc.aio.EOF:
-                reason = dict(await call.trailing_metadata() or ()).get(STOP_METADATA)
-                if reason:
-                    raise LearnerStopped(reason)
-                raise ConnectionError("the learner ended the stream")
+                raise await self._ended(call)
             actions_read += 1
             self.round_trips.record(time.perf_counter() - sent)
             try:
@@ -154,6 +156,15 @@ class Actor:
                 rate = (self.steps - last_steps) / (now - last_log)
                 log.info("%d env steps, %.0f steps/s", self.steps, rate)
                 last_log, last_steps = now, self.steps
+
+    @staticmethod
+    async def _ended(call: grpc.aio.StreamStreamCall, when: str = "") -> Exception:
+        """What a stream the learner closed with status OK means: its clean stop, with the
+        reason in the trailing metadata, or else a lost connection."""
+        reason = dict(await call.trailing_metadata() or ()).get(STOP_METADATA)
+        if reason:
+            return LearnerStopped(reason)
+        return ConnectionError(" ".join(("the learner ended the stream", when)).strip())
 
     def _channel(self) -> grpc.aio.Channel:
         if self._credentials is None:

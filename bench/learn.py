@@ -146,7 +146,11 @@ def run_until(command: list[str], logdir: Path, timeout_s: float, stop_at: int |
             curve = read_curve(logdir)
             if time.monotonic() > deadline or (stop_at and curve and curve[-1]["frames"] >= stop_at):
                 proc.terminate()
-                return proc.wait(timeout=120)
+                try:
+                    return proc.wait(timeout=120)  # its last checkpoint and summary
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    return proc.wait()
             time.sleep(poll_s)
         return proc.returncode
 
@@ -287,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
             for seed in args.seeds:
                 logdir = folder / f"seed{seed}"
                 logdir.mkdir(parents=True, exist_ok=True)
+                if not args.resume:  # a fresh run's curve starts empty: an old one would stop it at once
+                    for name_kept in KEPT:
+                        (logdir / name_kept).unlink(missing_ok=True)
                 command = run_command(CASES[name], seed, logdir, flags, args.resume)
                 print("$", " ".join(command[2:]), flush=True)
                 code = run_until(command, logdir, args.timeout_s, CASES[name].stop_at, append=args.resume)

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -50,16 +51,21 @@ ACTOR_STEPS = re.compile(r"seedfleet\.actor (\d+) env steps")
 PROGRESS = re.compile(r"^(?:\S+ \| )?frames ([\d,]+) ")
 SAVED = re.compile(r"seedfleet\.checkpoint saved (\S+)")
 RESTORED = re.compile(r"seedfleet\.checkpoint restored (\S+): (\d+) frames")
-# Run in the learner's container: SIGKILL to the `seedfleet learner` process (not to PID 1, compose's
-# init, whose command line holds the same words, nor to itself); prints the pids killed.
-KILL_LEARNER = """import os, signal
-for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+
+
+def kill_learner_script(proc: str = "/proc", kill: bool = True) -> str:
+    """Python for the learner's container: SIGKILL (with `kill`) to the `seedfleet learner`
+    process, not to PID 1 (compose's init, whose command line holds the same words) nor to
+    itself; prints the pids it picked. `proc` is where it reads the processes."""
+    action = "os.kill(pid, signal.SIGKILL)" if kill else "pass"
+    return f"""import os, signal
+for pid in (int(p) for p in os.listdir({proc!r}) if p.isdigit()):
     try:
-        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(bytes(1))
+        argv = open(os.path.join({proc!r}, str(pid), "cmdline"), "rb").read().split(bytes(1))
     except OSError:
         continue
     if pid not in (1, os.getpid()) and b"learner" in argv:
-        os.kill(pid, signal.SIGKILL)
+        {action}
         print(pid)
 """
 
@@ -85,9 +91,9 @@ class Fleet:
             raise CheckFailed(f"{shlex.join(command)} exited {done.returncode}:\n{done.stderr[-3000:]}")
         return done.stdout
 
-    def containers(self, service: str, stopped: bool = False) -> list[str]:
-        """The service's running containers (with `stopped`, exited ones too)."""
-        return self.run("ps", *(("-a",) if stopped else ()), "-q", service).split()
+    def containers(self, service: str) -> list[str]:
+        """The service's running containers."""
+        return self.run("ps", "-q", service).split()
 
     def logs(self, container: str) -> list[str]:
         """The container's output, its stdout (progress lines) and stderr (logging) in one stream, in order."""
@@ -154,7 +160,7 @@ def run_check(fleet: Fleet, tensorboard_port: int, build: Callable[[], None] | N
         saved = wait_for("a checkpoint", lambda: [m.group(1) for m in map(SAVED.search, fleet.logs(learner)) if m], 60)
         frames = learner_frames(fleet.logs(learner))
         restarts = fleet.inspect(learner)["RestartCount"]
-        pid = fleet.run("exec", "-T", "learner", "python", "-c", KILL_LEARNER).split()
+        pid = fleet.run("exec", "-T", "learner", "python", "-c", kill_learner_script()).split()
         if not pid:
             raise CheckFailed("no learner process found in its container")
         wait_for("compose restarts the learner", lambda: fleet.inspect(learner)["RestartCount"] > restarts and
@@ -229,10 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckFailed, subprocess.CalledProcessError, subprocess.TimeoutExpired) as failure:
         print(f"FAILED: {failure}", file=sys.stderr)
         for service in SERVICES:
-            for container in fleet.containers(service, stopped=True):
+            listed = fleet.run("ps", "-a", "-q", service, check=False).split()
+            for container in listed:
                 print(f"--- {service} {container[:12]}:\n" + "\n".join(fleet.logs(container)[-40:]), file=sys.stderr)
         fleet.run("down", "--volumes", "--remove-orphans", "--timeout", "60", check=False)
         return 1
+    finally:
+        shutil.rmtree(secrets, ignore_errors=True)  # the check's own keys and token
     return 0
 
 

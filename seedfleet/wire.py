@@ -18,6 +18,7 @@ from seedfleet.envs import AtariSettings, StepBatch
 from seedfleet.v1 import actor_learner_pb2 as pb
 
 PROTOCOL_VERSION = 2  # 2: Steps.actions_read, lockstep enforced
+STOP_METADATA = "seedfleet-stop"  # trailing metadata of a stream the learner ended on a clean stop: its reason
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 CHANNEL_OPTIONS = [  # both ends of the actor-learner channel

@@ -135,9 +135,11 @@ class ActorPort:
         await self.server.start()
         await self.health.serving()
 
-    async def stop(self, reason: str) -> None:
+    async def stop(self, reason: str | None) -> None:
         """NOT_SERVING, then each stream ends at its next message with `reason` (status OK),
-        within a second's grace; a stream still open after it is cancelled."""
+        within a second's grace; a stream still open after it is cancelled. Without a
+        reason (the learner failed) streams are cancelled, not told goodbye."""
         await bounded("health NOT_SERVING", self.health.stopping(), 5.0)
-        self.service.goodbye(reason)
+        if reason:
+            self.service.goodbye(reason)
         await bounded("gRPC server stop", self.server.stop(grace=1.0), 5.0)

@@ -219,10 +219,10 @@ class Learner:
             return "inference_failed", self.batcher.error
         return None
 
-    async def stop(self, reason: str, last_checkpoint: bool) -> None:
-        """Stops every part, each step bounded; actors' streams end with `reason`;
-        `last_checkpoint` (a clean stop, not a failure) saves one more checkpoint once
-        training has stopped."""
+    async def stop(self, reason: str | None, last_checkpoint: bool) -> None:
+        """Stops every part, each step bounded; actors' streams end with `reason` (None:
+        cancelled, for a failure); `last_checkpoint` (a clean stop, not a failure) saves
+        one more checkpoint once training has stopped."""
         loop = asyncio.get_running_loop()
         self.trainer.stopping.set()
         self.queue.close()

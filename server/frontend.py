@@ -150,7 +150,7 @@ async def run(sock: socket.socket) -> None:
                 await backend.gone.wait()
         except TimeoutError:
             backend.send_stats()
-    await port.stop(backend.stop_reason or "the learner went away")
+    await port.stop(backend.stop_reason or None)  # no goodbye: the learner failed or died
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -191,15 +191,17 @@ class FrontEnds:
                     out[f"frontend:{name}"] = out.get(f"frontend:{name}", 0.0) + seconds
         return stages, threads
 
-    async def stop(self, reason: str) -> None:
-        """Tells every front end the stop `reason`, then closes its link; each ends its
-        streams with it, stops serving and exits (killed after 10 s)."""
+    async def stop(self, reason: str | None) -> None:
+        """Tells every front end the stop `reason` (None: the learner failed, no goodbye),
+        then closes its link; each ends its streams with it, stops serving and exits
+        (killed after 10 s)."""
         self._stopping = True
         for task in self._watch:
             task.cancel()
         for front_end in self.front_ends:
-            front_end.link.send(message(Kind.GOODBYE, 0, reason.encode()))
-            front_end.link.close()
+            if reason:
+                front_end.link.send(message(Kind.GOODBYE, 0, reason.encode()))
+            front_end.link.close(flush_s=1.0)
         loop = asyncio.get_running_loop()
         for front_end in self.front_ends:
             try:

@@ -85,7 +85,8 @@ async def serve(
         snapshot = learner.metrics.summary()  # as of the stop, before the teardown's last steps
         # The signal handlers stay until the summary is written: a second SIGTERM (timeout(1)
         # signals the process and then its group) must not kill the teardown half way.
-        await learner.stop(reason, last_checkpoint=reason not in LEARNER_FAILURES)
+        clean = reason not in LEARNER_FAILURES
+        await learner.stop(reason if clean else None, last_checkpoint=clean)
         summary = {"env": config.env, "algo": config.algo, **snapshot, "stop_reason": reason,
                    "unrolls": learner.queue.accounting(), "learner_steps_at_exit": learner.metrics.learner_steps}
         write_summary(learner.logdir / "summary.json", **summary)

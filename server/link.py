@@ -129,13 +129,22 @@ class LinkEnd:
             kind, key = HEADER.unpack_from(self._buffer)
             self._on_message(kind, key, bytes(self._view[HEADER.size : size]), fds)
 
-    def close(self) -> None:
+    def close(self, flush_s: float = 0.0) -> None:
+        """Closes the link; with `flush_s`, what is still queued goes first (blocking up to that long)."""
         if self.closed:
             return
         self.closed = True
         self._loop.remove_reader(self.sock.fileno())
         if self._backlog:
             self._loop.remove_writer(self.sock.fileno())
+            if flush_s:
+                self.sock.settimeout(flush_s)
+                try:
+                    for data, ancillary in self._backlog:
+                        self.sock.sendmsg([data], ancillary)
+                except OSError:  # the other end is gone or stuck: nothing more to tell it
+                    pass
+            self._backlog.clear()
         self.sock.close()
         self._on_closed()
 

@@ -5,10 +5,12 @@ TF_CPP_MIN_LOG_LEVEL; Abseil's, used while the shared libraries load, writes to 
 descriptor 2 before anything can configure it. On a machine without a GPU the second prints
 "Could not find cuda drivers" and a note on oneDNN at every start, and the first a
 "failed call to cuInit" error: lines a new user reads as failures.
-`import_tensorflow_quietly` sets the level (errors stay visible where an NVIDIA driver is
-present, since there they matter), then imports TensorFlow and finds its devices with fd 2
-captured, replaying every line but the known start-up ones. Nothing is lost: Python's own
-writes in that window are replayed too, in order.
+`import_tensorflow_quietly` sets the level: 2 where an NVIDIA driver is present (errors
+stay visible: there they matter), 3 elsewhere, where TensorFlow's C++ error lines for the
+whole run are the missing GPU's and oneDNN's fallbacks (a user's own level, or --verbose,
+shows them). Then it imports TensorFlow and finds its devices with fd 2
+filtered, every other line passed on as it comes. Nothing else is lost: Python's own writes
+in that window go through too, in order.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import importlib
 import os
 import re
 import sys
-import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,24 +45,30 @@ def nvidia_driver_present() -> bool:
 
 @contextmanager
 def stderr_filtered(dropped: tuple[re.Pattern, ...]) -> Iterator[None]:
-    """Captures file descriptor 2 (native libraries' and Python's writes alike) for the
-    block, then writes back every line that matches none of `dropped`."""
+    """File descriptor 2 (native libraries' and Python's writes alike) goes through a pipe
+    for the block; a thread writes every line that matches none of `dropped` to the real
+    stderr as it comes, so nothing else is held back, even if the process dies in the block."""
     sys.stderr.flush()
+    read_end, write_end = os.pipe()
     saved = os.dup(2)
-    with tempfile.TemporaryFile() as capture:
-        os.dup2(capture.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            capture.seek(0)
-            kept = [line for line in capture.read().decode(errors="replace").splitlines(keepends=True)
-                    if not any(pattern.search(line) for pattern in dropped)]
-            if kept:
-                sys.stderr.write("".join(kept))
-                sys.stderr.flush()
+
+    def forward() -> None:
+        with os.fdopen(read_end, "rb") as lines:
+            for line in lines:
+                if not any(pattern.search(line.decode(errors="replace")) for pattern in dropped):
+                    os.write(saved, line)
+
+    forwarder = threading.Thread(target=forward, name="stderr-filter", daemon=True)
+    forwarder.start()
+    try:
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # the pipe's last writer gone: the thread reads to its end
+        forwarder.join(timeout=5.0)  # a child started in the block may hold the pipe open
+        os.close(saved)
 
 
 def import_tensorflow_quietly(verbose: bool = False) -> ModuleType:

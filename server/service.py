@@ -23,11 +23,10 @@ from seedfleet.security import is_local_peer
 from seedfleet.stage_clock import StageClock
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
-from seedfleet.wire import PROTOCOL_VERSION, EnvSpec, WireError, decode_steps, encode_actions
+from seedfleet.wire import PROTOCOL_VERSION, STOP_METADATA, EnvSpec, WireError, decode_steps, encode_actions
 from server.backend import LearnerStopping, StepRequest, StreamBackend, StreamRefused, refusal_of
 
 log = logging.getLogger("seedfleet.learner")
-STOP_METADATA = "seedfleet-stop"  # trailing metadata of a stream the learner ended: its stop reason
 
 
 async def _parsed(raw_messages, context: grpc.aio.ServicerContext, clock: StageClock):
@@ -106,6 +105,9 @@ class LearnerService(pb_grpc.LearnerServicer):
         trusted = self.trust_every_peer or is_local_peer(context.peer())
         try:
             stream = await self.backend.open(hello.run_id, hello.num_envs, hello.evaluation, trusted)
+        except LearnerStopping as stopping:
+            self._end(context, stopping.reason)
+            return
         except StreamRefused as refused:
             await context.abort(refused.code, refused.message)
         id_range = (stream.lo, stream.hi)

@@ -162,9 +162,11 @@ def test_the_learner_survives_every_fault_at_once_and_serves_the_good_actor_as_b
 
     squatters = [RawActor(address, num_envs=16, run_id=7000 + i) for i in range(4)]  # hold slots, say nothing
     silent = RawActor(address, num_envs=1, run_id=7100)
-    stalled = RawActor(address, num_envs=2, run_id=7200)  # sends, never reads its replies
+    stalled = RawActor(address, num_envs=2, run_id=7200)  # sends in lockstep's count, never reads its replies
     for t in range(50):
-        stalled.outbox.put(cartpole_steps(list(stalled.config.env_ids), first=t == 0))
+        message = cartpole_steps(list(stalled.config.env_ids), first=t == 0)
+        message.steps.actions_read = t  # claims each reply read: served one at a time, then idle
+        stalled.outbox.put(message)
     truncated = RawActor(address, num_envs=2, run_id=7300)  # stops mid-unroll without a goodbye
     truncated.send(cartpole_steps(list(truncated.config.env_ids), first=True))
     truncated.channel.close()
