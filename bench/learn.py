@@ -191,6 +191,8 @@ def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str) -> l
     marks = " | ".join(f"return at {_frames(m)}" for m in case.marks)
     command = f"seedfleet run --env {case.env} --algo {case.algo} --max-frames {case.frames} --seed N"
     lines = [f"### {name}: {case.env}, {case.algo}", "", f"`{' '.join([command, *case.args])}`"]
+    if case.stop_at:
+        lines[-1] += f", stopped by the bench once past {_frames(case.stop_at)} frames (SIGTERM)"
     lines += [f"- {group.variant}: the same with `{' '.join(group.flags)}`" for group in groups if group.variant]
     lines += ["", f"| run | {marks} | frames | wall min | stop |", "|---" * (len(case.marks) + 4) + "|"]
     for group, seed, logdir in ((g, seed, d) for g in groups for seed, d in sorted(g.seeds.items())):

@@ -121,3 +121,13 @@ def test_resume_drops_fresh_so_the_run_continues_from_its_checkpoint(tmp_path):
     assert "--fresh" in run_command(case, 0, tmp_path)
     resumed = run_command(case, 0, tmp_path, resume=True)
     assert "--fresh" not in resumed and resumed[resumed.index("--max-frames") + 1] == str(case.frames)
+
+
+def test_a_case_stopped_at_a_mark_says_so_and_reads_up_to_it(tmp_path):
+    runs = tmp_path / "runs"
+    _fake_run(runs / "pong-nosticky" / "seed0",
+              [(600, 2.5e6, -19.0), (1200, 5e6, -10.0), (2570, 9.95e6, 18.2), (2600, 10.1e6, 18.4)],
+              {"frames": 10_100_000, "wall_s": 2640, "stop_reason": "signal", "mean_return_last_100": 18.4})
+    text = report_text(tmp_path, runs, ["pong-nosticky"])
+    assert "stopped by the bench once past 10M frames" in text
+    assert "| seed 0 | -19.0 | -10.0 | 18.2 | 10.10M | 44 | signal |" in text  # the last report before 10M
