@@ -68,7 +68,8 @@ def stderr_filtered(dropped: tuple[re.Pattern, ...]) -> Iterator[None]:
         sys.stderr.flush()
         os.dup2(saved, 2)  # the pipe's last writer gone: the thread reads to its end
         forwarder.join(timeout=5.0)  # a child started in the block may hold the pipe open
-        os.close(saved)
+        if not forwarder.is_alive():  # else it still writes there: the descriptor stays its own
+            os.close(saved)
 
 
 def import_tensorflow_quietly(verbose: bool = False) -> ModuleType:
