@@ -88,11 +88,11 @@ bench: $(STAMP)
 	for i in 1 2 3; do $(VENV)/bin/seedfleet bench $(BENCH_ARGS) --json $(BENCH_DIR)/run$$i.json || exit 1; done
 	$(VENV)/bin/seedfleet bench $(BENCH_ARGS) --mode env --sweep-actors $(BENCH_SWEEP) \
 		--json $(BENCH_DIR)/sweep.json --plot BENCHMARKS-sweep.png
-	$(PY) -m bench.report BENCHMARKS.md --runs $(BENCH_DIR)/run1.json $(BENCH_DIR)/run2.json \
+	$(PY) -m seedfleet.bench.report BENCHMARKS.md --runs $(BENCH_DIR)/run1.json $(BENCH_DIR)/run2.json \
 		$(BENCH_DIR)/run3.json --sweep $(BENCH_DIR)/sweep.json --plot BENCHMARKS-sweep.png
 
 learn-bench: $(STAMP)
-	$(PY) -m bench.learn $(if $(strip $(LEARN_CASES)),--cases $(LEARN_CASES)) --seeds $(LEARN_SEEDS)
+	$(PY) -m seedfleet.bench.learn $(if $(strip $(LEARN_CASES)),--cases $(LEARN_CASES)) --seeds $(LEARN_SEEDS)
 
 images:
 	$(PYTHON) -m deploy.engine build --docker "$(DOCKER)"

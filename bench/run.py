@@ -19,12 +19,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from algorithms.networks import NetworkConfig
-from algorithms.registry import AlgoConfig
-from bench.phases import Setup, env_phase, model_phase, system_phase, train_only_phase
-from bench.report import machine, plot_sweep, print_table
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig
+from seedfleet.bench.phases import Setup, env_phase, model_phase, system_phase, train_only_phase
+from seedfleet.bench.report import machine, plot_sweep, print_table
 from seedfleet.errors import UsageError
-from server.assembly import LearnerConfig
+from seedfleet.server.assembly import LearnerConfig
 
 MODES = ("env", "serve", "train", "train_only", "all")
 

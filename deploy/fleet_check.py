@@ -31,8 +31,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from deploy.certs import make_credentials
-from deploy.engine import Missing, check_build, check_compose
+from .certs import make_credentials
+from .engine import Missing, check_build, check_compose
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"

@@ -12,14 +12,14 @@ import logging
 import subprocess
 from dataclasses import dataclass
 
-from algorithms.networks import NetworkConfig
-from algorithms.registry import AlgoConfig
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig
 from seedfleet.errors import UsageError
 from seedfleet.processes import actor_command, start_child, stop_children
-from server.assembly import LearnerConfig
-from server.checkpoint import CheckpointMismatch
-from server.learner import exit_code, serve
-from server.metrics import Metrics
+from seedfleet.server.assembly import LearnerConfig
+from seedfleet.server.checkpoint import CheckpointMismatch
+from seedfleet.server.learner import exit_code, serve
+from seedfleet.server.metrics import Metrics
 
 log = logging.getLogger("seedfleet.run")
 

@@ -26,11 +26,11 @@ from seedfleet.stage_clock import StageClock
 from seedfleet.threads import spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.wire import MAX_MESSAGE_BYTES, EnvSpec
-from server.auth import TokenCheck
-from server.backend import StreamBackend
-from server.config import LearnerConfig
-from server.health import LearnerHealth, add_health
-from server.service import LearnerService, add_to_server
+from seedfleet.server.auth import TokenCheck
+from seedfleet.server.backend import StreamBackend
+from seedfleet.server.config import LearnerConfig
+from seedfleet.server.health import LearnerHealth, add_health
+from seedfleet.server.service import LearnerService, add_to_server
 
 log = logging.getLogger("seedfleet.learner")
 

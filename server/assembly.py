@@ -23,48 +23,34 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from algorithms.agent import Agent, AgentContext
-from algorithms.networks import NetworkConfig
-from algorithms.registry import AlgoConfig, algorithm
-from algorithms.trainer import OnPolicyTrainer, TrainerThread
-from seedfleet.envs import EnvBatch, atari_settings
+from seedfleet.algorithms.agent import Agent, AgentContext
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig, algorithm
+from seedfleet.algorithms.trainer import OnPolicyTrainer, TrainerThread
+from seedfleet.envs import describe
 from seedfleet.errors import UsageError
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
-from seedfleet.wire import EnvSpec, atari_to_proto
-from server.actor_port import ActorPort, bounded, port_security
-from server.backend import LocalBackend
-from server.batcher import DynamicBatcher
-from server.checkpoint import CheckpointStore, LearnerCheckpoints
-from server.config import LearnerConfig
-from server.env_slots import EnvSlots
-from server.frontends import FrontEnds
-from server.inference import InferenceEngine
-from server.metrics import Metrics, Reporter
-from server.unroll_queue import UnrollQueue
+from seedfleet.wire import EnvSpec
+from seedfleet.server.actor_port import ActorPort, bounded, port_security
+from seedfleet.server.backend import LocalBackend
+from seedfleet.server.batcher import DynamicBatcher
+from seedfleet.server.checkpoint import CheckpointStore, LearnerCheckpoints
+from seedfleet.server.config import LearnerConfig
+from seedfleet.server.env_slots import EnvSlots
+from seedfleet.server.frontends import FrontEnds
+from seedfleet.server.inference import InferenceEngine
+from seedfleet.server.metrics import Metrics, Reporter
+from seedfleet.server.unroll_queue import UnrollQueue
 
 log = logging.getLogger("seedfleet.learner")
 
 
 def env_config_for(config: LearnerConfig) -> tuple[pb.EnvConfig, int]:
-    """What actors must run, read off one probe env made here. Returns (config, frame_skip)."""
-    atari = atari_settings(config.env)
-    probe = EnvBatch(config.env, 1, atari, num_threads=1)
-    try:
-        env_config = pb.EnvConfig(
-            env_id=config.env,
-            seed=config.seed * 1_000_003,
-            observation=pb.ObservationSpec(
-                dtype=probe.observation_dtype.name, shape=list(probe.observation_shape)
-            ),
-            num_actions=probe.num_actions,
-        )
-        if atari is not None:
-            env_config.atari.CopyFrom(atari_to_proto(atari))
-        return env_config, probe.frame_skip
-    finally:
-        probe.close()
+    """What actors must run (the env family's description, read off one probe env made
+    here), and frames per env step."""
+    return describe(config.env, config.seed * 1_000_003)
 
 
 def compute_device() -> str:

@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from algorithms.agent import Agent
-from algorithms.trainer import TrainerThread
+from seedfleet.algorithms.agent import Agent
+from seedfleet.algorithms.trainer import TrainerThread
 from seedfleet.errors import UsageError
-from server.metrics import Metrics
+from seedfleet.server.metrics import Metrics
 
 log = logging.getLogger("seedfleet.checkpoint")
 

@@ -20,14 +20,14 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from algorithms.agent import Agent
-from algorithms.networks import NetworkConfig
-from algorithms.registry import algorithm
-from seedfleet.envs import EnvBatch, atari_settings
+from seedfleet.algorithms.agent import Agent
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.registry import algorithm
+from seedfleet.envs import VectorEnvs, make_envs
 from seedfleet.errors import UsageError
 from seedfleet.v1 import actor_learner_pb2 as pb
-from server.assembly import LearnerConfig, compute_device, env_config_for, make_agent
-from server.checkpoint import newest_checkpoint
+from seedfleet.server.assembly import LearnerConfig, compute_device, env_config_for, make_agent
+from seedfleet.server.checkpoint import newest_checkpoint
 
 log = logging.getLogger("seedfleet.eval")
 
@@ -86,9 +86,9 @@ def as_picture(frame: np.ndarray) -> np.ndarray:
     return np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1) if scale > 1 else frame
 
 
-def _screen(envs: EnvBatch, observations: np.ndarray) -> np.ndarray:
-    """Env 0's picture: its render, or (Atari, which does not render) its observation."""
-    return as_picture(observations[0] if envs.is_atari else envs.env.envs[0].render())
+def _screen(envs: VectorEnvs, observations: np.ndarray) -> np.ndarray:
+    """Env 0's picture: its family's render (Atari's, which does not render: the observation)."""
+    return as_picture(envs.render_first(observations))
 
 
 def play(policy: LoadedPolicy, config: EvalConfig) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -96,7 +96,7 @@ def play(policy: LoadedPolicy, config: EvalConfig) -> tuple[np.ndarray, list[np.
     n = max(1, min(config.envs, config.episodes))
     quota = np.full(n, config.episodes // n) + (np.arange(n) < config.episodes % n)
     env_id = policy.env_config.env_id
-    envs = EnvBatch(env_id, n, atari_settings(env_id), render_mode="rgb_array" if config.video else None)
+    envs = make_envs(env_id, n, render_mode="rgb_array" if config.video else None)
     rng = np.random.default_rng(config.seed)
     agent, returns, frames = policy.agent, [], []
     try:

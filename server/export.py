@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.wire import EnvSpec
-from server.evaluate import LoadedPolicy, load_policy
+from seedfleet.server.evaluate import LoadedPolicy, load_policy
 
 log = logging.getLogger("seedfleet.export")
 

@@ -16,11 +16,11 @@ import signal
 import time
 from collections.abc import Callable
 
-from algorithms.networks import NetworkConfig
-from algorithms.registry import AlgoConfig
-from server.assembly import Learner, LearnerConfig
-from server.checkpoint import CheckpointMismatch
-from server.metrics import Metrics, write_summary
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig
+from seedfleet.server.assembly import Learner, LearnerConfig
+from seedfleet.server.checkpoint import CheckpointMismatch
+from seedfleet.server.metrics import Metrics, write_summary
 
 log = logging.getLogger("seedfleet.learner")
 

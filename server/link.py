@@ -34,7 +34,7 @@ import numpy as np
 
 from seedfleet.envs import StepBatch
 from seedfleet.wire import EnvSpec
-from server.backend import StepRequest
+from seedfleet.server.backend import StepRequest
 
 HEADER = struct.Struct("<BI")
 

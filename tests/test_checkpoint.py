@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from algorithms.r2d2.replay import PrioritizedReplay
-from server.checkpoint import CheckpointMismatch, CheckpointStore, LearnerCheckpoints, newest_checkpoint
-from server.metrics import Metrics
+from seedfleet.algorithms.r2d2.replay import PrioritizedReplay
+from seedfleet.server.checkpoint import CheckpointMismatch, CheckpointStore, LearnerCheckpoints, newest_checkpoint
+from seedfleet.server.metrics import Metrics
 
 
 class Weights(tf.Module):

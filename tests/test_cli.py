@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from deploy.cli import build_parser, main
+from seedfleet.deploy.cli import build_parser, main
 
 
 @pytest.mark.parametrize("command,algo", [("learner", "vtrace"), ("learner", "r2d2"), ("actor", "vtrace"),
@@ -25,8 +25,8 @@ def test_every_flag_is_in_the_readme(command, algo):
 
 
 def test_flags_fill_the_config_dataclasses():
-    from deploy.flags import from_flags
-    from server.assembly import LearnerConfig
+    from seedfleet.deploy.flags import from_flags
+    from seedfleet.server.assembly import LearnerConfig
 
     args = build_parser("learner").parse_args(["--env", "ALE/Pong-v5", "--target-return", "19.5", "--max-frames", "10"])
     config = from_flags(LearnerConfig, args)
@@ -48,7 +48,7 @@ def test_unknown_command_is_an_error(capsys):
 
 
 def test_r2d2_takes_task_defaults_that_flags_still_override():
-    from algorithms.r2d2.config import R2D2Config
+    from seedfleet.algorithms.r2d2.config import R2D2Config
 
     vector = build_parser("run", "r2d2", "CartPole-v1").parse_args([])
     assert (vector.burn_in, vector.unroll_length, vector.n_step, vector.replay_ratio) == (10, 20, 3, 8.0)
@@ -100,9 +100,9 @@ def test_bool_env_vars(monkeypatch, raw, value):
 
 
 def test_tuple_and_float_env_vars_reach_the_configs(monkeypatch):
-    from algorithms.networks import NetworkConfig
-    from deploy.flags import from_flags
-    from server.assembly import LearnerConfig
+    from seedfleet.algorithms.networks import NetworkConfig
+    from seedfleet.deploy.flags import from_flags
+    from seedfleet.server.assembly import LearnerConfig
 
     monkeypatch.setenv("SEEDFLEET_MLP_SIZES", "32, 16,8")
     monkeypatch.setenv("SEEDFLEET_TARGET_RETURN", "19.5")
@@ -166,7 +166,7 @@ def test_user_errors_get_one_line_and_exit_code_2(args, message, capsys, tmp_pat
 
 
 def test_an_unknown_algo_gets_one_line_and_exit_code_2():
-    out = subprocess.run([sys.executable, "-m", "deploy.cli", "learner", "--algo", "ppo"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "seedfleet.deploy.cli", "learner", "--algo", "ppo"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
     assert "unknown --algo 'ppo'" in out.stderr

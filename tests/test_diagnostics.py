@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from algorithms.agent import AgentContext
-from algorithms.impala import vtrace
-from algorithms.impala.agent import ImpalaAgent
-from algorithms.impala.config import ImpalaConfig
-from algorithms.impala.loss import explained_variance, impala_loss, policy_shift, transitions
-from algorithms.networks import NetworkConfig
-from server.metrics import Metrics, Reporter
+from seedfleet.algorithms.agent import AgentContext
+from seedfleet.algorithms.impala import vtrace
+from seedfleet.algorithms.impala.agent import ImpalaAgent
+from seedfleet.algorithms.impala.config import ImpalaConfig
+from seedfleet.algorithms.impala.loss import explained_variance, impala_loss, policy_shift, transitions
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.server.metrics import Metrics, Reporter
 from tests.test_impala import make_batch, time_major
 
 

@@ -10,12 +10,12 @@ import pytest
 import tensorflow as tf
 from conftest import Proc, seedfleet
 
-from algorithms.networks import NetworkConfig
-from algorithms.r2d2.config import VECTOR_OBSERVATION_DEFAULTS
-from algorithms.registry import ALGORITHMS
-from server.assembly import LearnerConfig, env_config_for, make_agent, run_setup
-from server.checkpoint import CheckpointStore, LearnerCheckpoints
-from server.metrics import Metrics
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.r2d2.config import VECTOR_OBSERVATION_DEFAULTS
+from seedfleet.algorithms.registry import ALGORITHMS
+from seedfleet.server.assembly import LearnerConfig, env_config_for, make_agent, run_setup
+from seedfleet.server.checkpoint import CheckpointStore, LearnerCheckpoints
+from seedfleet.server.metrics import Metrics
 
 
 def _checkpoint(logdir, algo: str, env: str = "CartPole-v1", network: NetworkConfig | None = None):

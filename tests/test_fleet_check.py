@@ -11,8 +11,8 @@ import pytest
 from conftest import ROOT
 from test_deploy import COMPOSE_FILE, compose_config
 
-from deploy import fleet_check
-from deploy.engine import Missing, check_build, check_compose
+from seedfleet.deploy import fleet_check
+from seedfleet.deploy.engine import Missing, check_build, check_compose
 
 
 def fake(tmp_path: Path, name: str, script: str) -> list[str]:

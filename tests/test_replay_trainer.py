@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from algorithms.agent import Unroll
-from algorithms.r2d2.config import R2D2Config
-from algorithms.r2d2.trainer import RATIO_TOLERANCE_BATCHES, ReplayTrainer
-from server.metrics import Metrics
-from server.unroll_queue import UnrollQueue
+from seedfleet.algorithms.agent import Unroll
+from seedfleet.algorithms.r2d2.config import R2D2Config
+from seedfleet.algorithms.r2d2.trainer import RATIO_TOLERANCE_BATCHES, ReplayTrainer
+from seedfleet.server.metrics import Metrics
+from seedfleet.server.unroll_queue import UnrollQueue
 
 BATCH, CHUNK, RATIO = 4, 4, 2.0
 

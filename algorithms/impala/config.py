@@ -22,7 +22,7 @@ class ImpalaConfig:
     clip_pg_rho_threshold: float = 1.0  # rho_bar of the policy-gradient advantage
     vtrace_lambda: float = 1.0  # lambda of the V-trace traces c_t
     reward_clip: float = 1.0  # rewards are clipped to [-c, c] for training; 0 turns it off
-    life_loss_terminal: bool = False  # training ends the episode at a lost life (Atari); returns stay game scores
+    life_loss_terminal: bool = False  # Atari: training ends the episode at a lost life; returns stay game scores
     normalize_advantages: bool = False  # policy-gradient advantages scaled to mean 0, std 1 over each batch
     epochs: int = 1  # passes over each batch (APPO: several, with --clip-ratio)
     minibatches: int = 1  # each pass cuts the batch into this many minibatches of whole unrolls, one step each

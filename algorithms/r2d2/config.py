@@ -45,6 +45,14 @@ VECTOR_OBSERVATION_DEFAULTS: dict[str, float | int] = {
     "replay_capacity": 20_000,
 }
 
+# By env family (seedfleet/envs): ALE keeps the paper's values above. MinAtar's boards take
+# the vector values too: its curves in BENCHMARKS.md ("R2D2 on MinAtar Breakout") were run
+# with them, and a 5-step target tracked the 3-step one at equal learner steps.
+FAMILY_DEFAULTS: dict[str, dict[str, float | int]] = {
+    "gymnasium": VECTOR_OBSERVATION_DEFAULTS,
+    "minatar": {**VECTOR_OBSERVATION_DEFAULTS},
+}
+
 # Defaults for R2D2 on every env. Its training step unrolls the LSTM over burn-in + T steps
 # in Python, a graph XLA took 33 s to compile on CartPole (two CPU cores) for no gain in
 # steady state (10.3 against 9.8 learner steps/s without it); a checkpoint, and so a stop,
