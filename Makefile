@@ -41,7 +41,7 @@ endif
 FLEET_SETTINGS := ENV ALGO ENVS SEED PORT
 FLEET_ENV := $(strip $(foreach v,$(FLEET_SETTINGS),$(if $(filter command line,$(origin $(v))),SEEDFLEET_$(v)='$($(v))')))
 
-.PHONY: install proto test run learner actor lint clean bench learn-bench images fleet fleet-down fleet-check certs
+.PHONY: install proto test run learner actor lint clean bench learn-bench images fleet fleet-down fleet-check fleet-throughput certs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -112,6 +112,11 @@ fleet: $(SECRETS)/token
 # The fleet against a real engine, end to end (deploy/fleet_check.py); not part of `make test`.
 fleet-check:
 	$(PYTHON) -m deploy.fleet_check --docker "$(DOCKER)" --compose "$(COMPOSE)"
+
+# Pong frames/s of the fleet (ACTORS containers) beside `seedfleet run --actors ACTORS`, back to back
+# (deploy/fleet_throughput.py; images built first with `make images`); on an otherwise idle machine.
+fleet-throughput: $(STAMP)
+	$(PYTHON) -m deploy.fleet_throughput --docker "$(DOCKER)" --compose "$(COMPOSE)" --actors $(ACTORS)
 
 fleet-down:
 	$(COMPOSE) $(COMPOSE_FILES) down

@@ -13,7 +13,8 @@ from seedfleet.actor_client.actor import Actor, ActorConfig, main
 
 
 def command(round_trips_file: Path, config: ActorConfig) -> list[str]:
-    return [sys.executable, "-m", "seedfleet.bench.timed_actor", str(round_trips_file), json.dumps(dataclasses.asdict(config))]
+    return [sys.executable, "-m", "seedfleet.bench.timed_actor", str(round_trips_file),
+            json.dumps(dataclasses.asdict(config))]
 
 
 if __name__ == "__main__":

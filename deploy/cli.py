@@ -13,7 +13,8 @@ import logging
 import sys
 from dataclasses import dataclass
 
-from seedfleet.deploy.flags import ENV_HELP, add_flags, env_setting, from_flags
+from seedfleet.deploy.flags import ENV_HELP, add_flags, check_defaults, env_setting, from_flags
+
 from seedfleet.errors import UsageError
 
 
@@ -32,7 +33,8 @@ class Command:
 
 
 COMMANDS = {
-    "learner": Command("the learner server: central inference and training", "seedfleet.server.learner", learner_flags=True),
+    "learner": Command("the learner server: central inference and training", "seedfleet.server.learner",
+                       learner_flags=True),
     "actor": Command("an environment-only actor process", "seedfleet.actor_client.actor", configs=("ActorConfig",),
                      tensorflow=False),
     "run": Command("a learner and N local actor processes on this machine", "seedfleet.deploy.local", "run_local",
@@ -98,7 +100,9 @@ def build_parser(command: str, algo: str = "vtrace", env: str = "CartPole-v1") -
     parser = argparse.ArgumentParser(prog=f"seedfleet {command}", description=COMMANDS[command].help, epilog=ENV_HELP)
     taken: set[str] = set()
     defaults = task_defaults(command, algo, env)
-    for cls in _classes(command, algo):
+    classes = _classes(command, algo)
+    check_defaults(defaults, classes)
+    for cls in classes:
         add_flags(parser, cls, taken, defaults)
     if COMMANDS[command].tensorflow:
         parser.add_argument("--verbose", action="store_true", default=bool(env_setting("verbose", False)),

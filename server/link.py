@@ -31,10 +31,10 @@ from collections.abc import Callable
 
 import grpc
 import numpy as np
+from seedfleet.server.backend import StepRequest
 
 from seedfleet.envs import StepBatch
 from seedfleet.wire import EnvSpec
-from seedfleet.server.backend import StepRequest
 
 HEADER = struct.Struct("<BI")
 

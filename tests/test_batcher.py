@@ -5,7 +5,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from seedfleet.server.batcher import DynamicBatcher
 
 

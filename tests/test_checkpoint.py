@@ -7,9 +7,14 @@ import logging
 import numpy as np
 import pytest
 import tensorflow as tf
-
 from seedfleet.algorithms.r2d2.replay import PrioritizedReplay
-from seedfleet.server.checkpoint import CheckpointMismatch, CheckpointStore, LearnerCheckpoints, newest_checkpoint
+from seedfleet.server.checkpoint import (
+    CheckpointMismatch,
+    CheckpointStore,
+    LearnerCheckpoints,
+    RunSetup,
+    newest_checkpoint,
+)
 from seedfleet.server.metrics import Metrics
 
 
@@ -112,25 +117,29 @@ class _Trainer:
 
         self.lock = threading.Lock()
 
+    def state(self):
+        return None
 
-def _setup(env: str) -> dict:
-    return {"env": env, "algo": "vtrace", "network": {"torso": "auto", "compute_dtype": "float32", "jit_compile": True}}
+
+def _setup(env: str, compute_dtype: str = "float32", jit_compile: bool = True) -> RunSetup:
+    return RunSetup(env, "vtrace", {"torso": "auto", "compute_dtype": compute_dtype, "jit_compile": jit_compile},
+                    {}, {})
 
 
 def test_learner_checkpoints_carry_the_counters_and_refuse_another_setup(tmp_path):
     metrics = Metrics(frame_skip=4)
     metrics.add_inference(10, 0, np.array([3.0]), np.array([7]), np.array([False]))
     store = CheckpointStore(tmp_path)
-    saver = LearnerCheckpoints(store, _Agent(5.0), _Trainer(), metrics, _setup("Pong"), with_replay=False)
+    saver = LearnerCheckpoints(store, _Agent(5.0), _Trainer(), metrics, _setup("Pong"))
     path = saver.save()
     assert json.loads((path / "state.json").read_text())["metrics"]["env_steps"] == 10
 
     resumed = Metrics(frame_skip=4)
     agent = _Agent(0.0)
-    other_dtype = {**_setup("Pong"), "network": {"torso": "auto", "compute_dtype": "bfloat16", "jit_compile": False}}
-    assert LearnerCheckpoints(store, agent, _Trainer(), resumed, other_dtype, False).restore() is not None
+    other_dtype = _setup("Pong", "bfloat16", jit_compile=False)
+    assert LearnerCheckpoints(store, agent, _Trainer(), resumed, other_dtype).restore() is not None
     assert float(agent.model.w[0, 0]) == 5.0
     assert resumed.frames == 40 and resumed.episodes == 1 and resumed.mean_return() == 3.0
 
     with pytest.raises(CheckpointMismatch, match="--fresh"):
-        LearnerCheckpoints(store, _Agent(0.0), _Trainer(), Metrics(4), _setup("Breakout"), False).restore()
+        LearnerCheckpoints(store, _Agent(0.0), _Trainer(), Metrics(4), _setup("Breakout")).restore()

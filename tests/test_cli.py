@@ -7,7 +7,6 @@ import sys
 
 import pytest
 from conftest import ROOT
-
 from seedfleet.deploy.cli import build_parser, main
 
 
@@ -180,3 +179,36 @@ def test_without_algo_the_env_picks_the_default_algorithm(env, algo, capsys):
     help_text = " ".join(capsys.readouterr().out.split())
     assert f"or r2d2 (default: {algo})" in help_text
     assert ("--clip-ratio CLIP_RATIO" in help_text) and (("(default: 0.1)" in help_text) == (algo == "appo"))
+
+
+@pytest.mark.parametrize("command", ["learner", "run", "bench"])
+def test_every_preset_names_flags_of_its_command_with_their_types(command):
+    """Each algorithm's task defaults, for every env family and launch, are checked against the
+    command's configs as at start-up: a field renamed without its preset fails here."""
+    from seedfleet.algorithms.registry import ALGORITHMS
+    from seedfleet.deploy.cli import _classes
+    from seedfleet.deploy.flags import check_defaults
+    from seedfleet.envs import FAMILIES
+
+    for algo, entry in ALGORITHMS.items():
+        for family in FAMILIES:
+            check_defaults(entry.task_defaults(family.name, command == "run"), _classes(command, algo))
+
+
+def test_a_preset_key_that_names_no_flag_or_has_the_wrong_type_is_an_error(monkeypatch):
+    import dataclasses
+
+    from seedfleet.algorithms import registry
+    from seedfleet.deploy.flags import PresetError
+
+    entry = registry.ALGORITHMS["vtrace"]
+    for preset, message in (({"unrol_length": 32}, "unrol_length=32 names no flag"),
+                            ({"unroll_length": "32"}, "a int is expected"),
+                            ({"normalize_advantages": 1}, "a bool is expected")):
+        monkeypatch.setitem(registry.ALGORITHMS, "vtrace",
+                            dataclasses.replace(entry, task_defaults=lambda family, run, p=preset: p))
+        with pytest.raises(PresetError, match=message):
+            build_parser("learner", "vtrace", "CartPole-v1")
+    monkeypatch.setitem(registry.ALGORITHMS, "vtrace", dataclasses.replace(entry, task_defaults=lambda f, r: {
+        "learning_rate": 1}))  # an int where a float is expected is fine
+    assert build_parser("learner", "vtrace", "CartPole-v1").parse_args([]).learning_rate == 1

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Proc, free_port, progress_frames, tool
-
-from seedfleet.deploy import fleet_check
+from seedfleet.deploy import fleet_check, fleet_throughput
 from seedfleet.deploy.certs import make_credentials
 from seedfleet.deploy.cli import build_parser
 from seedfleet.deploy.requirements import requirements
@@ -226,6 +225,8 @@ def test_compose_services_run_as_local_processes(tmp_path, procs):
     actors[0].wait_for(fleet_check.ACTOR_STEPS.pattern, timeout=10)  # the lines `make fleet-check` reads
     assert learner.stop(signal.SIGTERM, timeout=30) == 0, learner.output()[-2000:]
     assert fleet_check.learner_frames(learner.lines) and any(map(fleet_check.SAVED.search, learner.lines))
+    window = fleet_throughput.rate(learner.lines, 0, 1)  # the lines `make fleet-throughput` reads
+    assert window is not None and window["frames_per_s"] > 0
     summary = json.loads((tmp_path / "data" / "runs" / "CartPole-v1-vtrace-seed1" / "summary.json").read_text())
     assert summary["env"] == "CartPole-v1" and summary["frames"] >= frames[-1]
 

@@ -2,7 +2,6 @@
 explicit episode starts."""
 
 import numpy as np
-
 import pytest
 
 from seedfleet.envs import family_for, family_named, make_envs
@@ -20,8 +19,8 @@ def test_atari_ids_keep_their_semantics():
 
 
 def test_each_id_goes_to_its_family():
-    assert [family_for(i).name for i in ("ALE/Pong-v5", "PongNoFrameskip-v4", "MinAtar/Breakout-v1", "CartPole-v1",
-                                           "seedfleet/MovingDot-v0")] == ["ale", "ale", "minatar", "gymnasium", "gymnasium"]
+    ids = ("ALE/Pong-v5", "PongNoFrameskip-v4", "MinAtar/Breakout-v1", "CartPole-v1", "seedfleet/MovingDot-v0")
+    assert [family_for(i).name for i in ids] == ["ale", "ale", "minatar", "gymnasium", "gymnasium"]
     with pytest.raises(ValueError, match="NoSuchEnv"):
         make_envs("NoSuchEnv-v0", 1)
 

@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 from conftest import Proc, seedfleet, start_learner
 from raw_streams import RawActor, cartpole_steps, children
+from seedfleet.server.backend import StepRequest
+from seedfleet.server.link import StepMemory
 
 from seedfleet.envs import StepBatch
 from seedfleet.wire import EnvSpec, decode_actions
-from seedfleet.server.backend import StepRequest
-from seedfleet.server.link import StepMemory
 
 
 def front_ends(learner_pid: int) -> list[int]:

@@ -119,3 +119,31 @@ def test_no_atari_branch_outside_the_atari_family():
     found = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in files
              for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
     assert not found, found
+
+
+def test_the_wheel_installs_one_top_level_package(tmp_path):
+    """`pip wheel .` of the repository's files: everything under `seedfleet/`, the folders
+    mapped to its sub-packages, and no other top-level name in a user's site-packages."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    source = tmp_path / "source"
+    for name in filter(None, tracked.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"),
+                            str(source)], capture_output=True, text=True, timeout=240)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("seedfleet-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")} == {"seedfleet"}
+    for module in ("seedfleet/server/learner.py", "seedfleet/actor_client/actor.py", "seedfleet/envs/ale_family.py",
+                   "seedfleet/algorithms/r2d2/trainer.py", "seedfleet/deploy/cli.py", "seedfleet/bench/learn.py",
+                   "seedfleet/v1/actor_learner_pb2.py"):
+        assert module in names
+    entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "seedfleet = seedfleet.deploy.cli:main" in entry_points

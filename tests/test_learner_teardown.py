@@ -5,7 +5,6 @@ import logging
 import time
 
 import pytest
-
 from seedfleet.server.assembly import bounded
 
 

@@ -9,7 +9,6 @@ import time
 import pytest
 import tensorflow as tf
 from conftest import Proc, seedfleet, start_learner
-
 from seedfleet.deploy import fleet_check
 from seedfleet.server.checkpoint import CheckpointStore
 

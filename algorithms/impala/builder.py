@@ -7,6 +7,7 @@ from seedfleet.algorithms.impala.agent import ImpalaAgent
 from seedfleet.algorithms.impala.config import ATARI_DEFAULTS, ImpalaConfig
 from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.algorithms.trainer import LearnerStepRecorder, OnPolicyTrainer, UnrollSource
+
 from seedfleet.errors import UsageError
 
 ATARI_MAX_FRAMES = 20_000_000  # the budget where the Atari preset's learning rate reaches 0
@@ -25,9 +26,11 @@ def task_defaults(family: str, run: bool) -> dict:
 def make_agent(config: ImpalaConfig, network: NetworkConfig, context: AgentContext) -> ImpalaAgent:
     decay_steps = 0
     if config.learning_rate_decay:
-        if not context.max_frames:
-            raise UsageError("--learning-rate-decay falls to 0 at --max-frames: set --max-frames")
-        decay_steps = context.max_frames // (context.frame_skip * config.batch_size * config.unroll_length)
+        horizon = config.learning_rate_decay_frames or context.max_frames
+        if not horizon:
+            raise UsageError("--learning-rate-decay falls to 0 at --max-frames: set --max-frames "
+                             "(or --learning-rate-decay-frames)")
+        decay_steps = horizon // (context.frame_skip * config.batch_size * config.unroll_length)
     return ImpalaAgent(config, network, context, decay_steps=decay_steps)
 
 

@@ -15,6 +15,7 @@ class ImpalaConfig:
     optimizer_epsilon: float = 1e-5  # Adam's or RMSProp's epsilon
     rmsprop_decay: float = 0.99  # RMSProp's rho (decay of the mean square)
     learning_rate_decay: bool = False  # the learning rate falls linearly to 0 at --max-frames
+    learning_rate_decay_frames: int = 0  # ... or at this many frames instead (0: --max-frames); a run may stop sooner
     baseline_cost: float = 0.5  # weight of the value loss 0.5 * (v_s - V(x_s))^2
     entropy_cost: float = 0.01  # weight of the entropy bonus
     max_grad_norm: float = 40.0  # gradients are clipped to this global norm

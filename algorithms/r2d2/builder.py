@@ -25,7 +25,7 @@ def make_agent(config: R2D2Config, network: NetworkConfig, context: AgentContext
         size = (512 if min(shape[:2]) >= 36 else 128) if is_image(shape) else 64
         network = dataclasses.replace(network, lstm_size=size)
     agent = R2D2Agent(config, network, context)
-    agent.set_epsilons(ape_x_epsilons(context.exploration_envs or context.max_envs))
+    agent.set_epsilons(ape_x_epsilons(config.exploration_envs or context.launched_envs or context.max_envs))
     return agent
 
 

@@ -26,6 +26,9 @@ class R2D2Config:
     replay_capacity: int = 10_000  # sequences kept in replay (Atari: about 8.6 GB once full)
     min_replay_size: int = 100  # sequences in replay before training starts
     replay_ratio: float = 2.0  # sequences trained on per sequence inserted, held both ways by the learner
+    exploration_envs: int = 0  # N of the Ape-X epsilons over env ids 0..N-1 (0: the envs `seedfleet run` starts,
+    # else --max-envs)
+    checkpoint_replay: bool = False  # checkpoints hold the replay too (bytes/step x steps stored: GBs on Atari)
 
 
 # The defaults above are the paper's, for Atari. Envs with vector observations (CartPole
