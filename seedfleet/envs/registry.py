@@ -4,6 +4,7 @@ and one line here; nothing outside seedfleet/envs picks a family by anything but
 from __future__ import annotations
 
 from seedfleet.envs.ale_family import AleFamily
+from seedfleet.envs.catch_family import CatchFamily
 from seedfleet.envs.family import Bounds, EnvFamily, VectorEnvs
 from seedfleet.envs.gymnasium_family import GymnasiumFamily
 from seedfleet.envs.minatar_family import MinAtarFamily
@@ -13,6 +14,7 @@ from seedfleet.v1 import actor_learner_pb2 as pb
 FAMILIES: tuple[EnvFamily, ...] = (
     AleFamily(),
     MinAtarFamily(),
+    CatchFamily(),
     GymnasiumFamily(),  # last: it claims every id
 )
 
