@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import grpc
 import numpy as np
-from seedfleet.actor_client.round_trips import RoundTrips
 
+from seedfleet.actor_client.round_trips import RoundTrips
 from seedfleet.envs import VectorEnvs, make_envs_from
 from seedfleet.processes import exit_with_parent
 from seedfleet.security import channel_credentials, read_token, require_protection, token_metadata

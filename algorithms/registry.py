@@ -19,7 +19,6 @@ from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.algorithms.r2d2 import builder as r2d2
 from seedfleet.algorithms.r2d2.config import R2D2Config
 from seedfleet.algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
-
 from seedfleet.envs import family_for
 from seedfleet.errors import UsageError
 

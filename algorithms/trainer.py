@@ -19,8 +19,8 @@ from typing import Protocol
 
 import numpy as np
 import tensorflow as tf
-from seedfleet.algorithms.agent import Agent, Unroll
 
+from seedfleet.algorithms.agent import Agent, Unroll
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import name_this_thread
 

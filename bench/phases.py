@@ -25,22 +25,22 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+
 from seedfleet.actor_client.actor import ActorConfig
 from seedfleet.algorithms.agent import Agent, Unroll
 from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.algorithms.registry import AlgoConfig, algorithm
 from seedfleet.bench import timed_actor
 from seedfleet.bench.cpu import cores_by_thread, snapshot, transport_share
+from seedfleet.envs import StepBatch
+from seedfleet.machine_cpu import machine_cores, machine_cpu_s
+from seedfleet.processes import start_child, stop_children
 from seedfleet.server.assembly import LearnerConfig, compute_device, env_config_for, make_agent
 from seedfleet.server.env_slots import EnvSlots
 from seedfleet.server.inference import InferenceEngine, StepRequest
 from seedfleet.server.learner import serve
 from seedfleet.server.metrics import Metrics
 from seedfleet.server.unroll_queue import UnrollQueue
-
-from seedfleet.envs import StepBatch
-from seedfleet.machine_cpu import machine_cores, machine_cpu_s
-from seedfleet.processes import start_child, stop_children
 from seedfleet.wire import EnvSpec
 
 

@@ -23,9 +23,8 @@ from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.algorithms.registry import AlgoConfig
 from seedfleet.bench.phases import Setup, env_phase, model_phase, system_phase, train_only_phase
 from seedfleet.bench.report import machine, plot_sweep, print_table
-from seedfleet.server.assembly import LearnerConfig
-
 from seedfleet.errors import UsageError
+from seedfleet.server.assembly import LearnerConfig
 
 MODES = ("env", "serve", "train", "train_only", "all")
 

@@ -13,8 +13,7 @@ import logging
 import sys
 from dataclasses import dataclass
 
-from seedfleet.deploy.flags import ENV_HELP, add_flags, check_defaults, env_setting, from_flags
-
+from seedfleet.deploy.flags import ENV_HELP, PresetError, add_flags, check_defaults, env_setting, from_flags
 from seedfleet.errors import UsageError
 
 
@@ -131,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(command, algo, env).parse_args(rest)
         configs = [from_flags(cls, args) for cls in _classes(command, algo)]
         return getattr(importlib.import_module(COMMANDS[command].module), COMMANDS[command].entry)(*configs)
-    except UsageError as error:
+    except (UsageError, PresetError) as error:
         print(f"seedfleet {command}: error: {error}", file=sys.stderr)
         return 2
 

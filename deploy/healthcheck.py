@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from seedfleet.security import channel_credentials
 
-LEARNER_ADDRESS = "[::]:8470"  # the default of `seedfleet learner --address` (server.assembly.LearnerConfig)
+LEARNER_ADDRESS = "[::]:8470"  # the default of `seedfleet learner --address` (seedfleet.server.config.LearnerConfig)
 WILDCARD_HOSTS = ("[::]", "0.0.0.0", "")
 
 

@@ -14,13 +14,12 @@ from dataclasses import dataclass
 
 from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.algorithms.registry import AlgoConfig
+from seedfleet.errors import UsageError
+from seedfleet.processes import actor_command, start_child, stop_children
 from seedfleet.server.assembly import LearnerConfig
 from seedfleet.server.checkpoint import CheckpointMismatch
 from seedfleet.server.learner import exit_code, serve
 from seedfleet.server.metrics import Metrics
-
-from seedfleet.errors import UsageError
-from seedfleet.processes import actor_command, start_child, stop_children
 
 log = logging.getLogger("seedfleet.run")
 

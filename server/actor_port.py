@@ -18,15 +18,15 @@ from dataclasses import dataclass
 
 import grpc
 import numpy as np
+
+from seedfleet.envs import observation_bounds
+from seedfleet.errors import UsageError
+from seedfleet.security import read_token, require_protection, server_credentials
 from seedfleet.server.auth import TokenCheck
 from seedfleet.server.backend import StreamBackend
 from seedfleet.server.config import LearnerConfig
 from seedfleet.server.health import LearnerHealth, add_health
 from seedfleet.server.service import LearnerService, add_to_server
-
-from seedfleet.envs import observation_bounds
-from seedfleet.errors import UsageError
-from seedfleet.security import read_token, require_protection, server_credentials
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb

@@ -21,10 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tensorflow as tf
+
 from seedfleet.algorithms.agent import Agent, AgentContext
 from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.algorithms.registry import AlgoConfig, algorithm
 from seedfleet.algorithms.trainer import OnPolicyTrainer, TrainerThread
+from seedfleet.envs import describe
+from seedfleet.errors import UsageError
 from seedfleet.server.actor_port import ActorPort, bounded, port_security
 from seedfleet.server.backend import LocalBackend
 from seedfleet.server.batcher import DynamicBatcher
@@ -35,9 +38,6 @@ from seedfleet.server.frontends import FrontEnds
 from seedfleet.server.inference import InferenceEngine
 from seedfleet.server.metrics import Metrics, Reporter
 from seedfleet.server.unroll_queue import UnrollQueue
-
-from seedfleet.envs import describe
-from seedfleet.errors import UsageError
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb

@@ -23,9 +23,9 @@ from typing import Protocol
 
 import grpc
 import numpy as np
-from seedfleet.server.batcher import DynamicBatcher
 
 from seedfleet.envs import StepBatch
+from seedfleet.server.batcher import DynamicBatcher
 
 
 @dataclass

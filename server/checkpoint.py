@@ -29,14 +29,14 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+
 from seedfleet.algorithms.agent import Agent
 from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.algorithms.registry import AlgoConfig, algorithm
 from seedfleet.algorithms.trainer import TrainerThread
+from seedfleet.errors import UsageError
 from seedfleet.server.config import LearnerConfig
 from seedfleet.server.metrics import Metrics
-
-from seedfleet.errors import UsageError
 
 log = logging.getLogger("seedfleet.checkpoint")
 

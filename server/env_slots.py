@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from seedfleet.algorithms.agent import ROW_FIELDS, Agent, SequenceLayout, Unroll
 
+from seedfleet.algorithms.agent import ROW_FIELDS, Agent, SequenceLayout, Unroll
 from seedfleet.envs import StepBatch
 from seedfleet.stage_clock import StageClock
 from seedfleet.wire import EnvSpec

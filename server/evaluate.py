@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-from seedfleet.server.saved_policy import LoadedPolicy, load_policy
 
 from seedfleet.envs import VectorEnvs, make_envs
 from seedfleet.errors import UsageError
+from seedfleet.server.saved_policy import LoadedPolicy, load_policy
 
 log = logging.getLogger("seedfleet.eval")
 

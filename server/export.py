@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-from seedfleet.server.saved_policy import LoadedPolicy, load_policy
 
+from seedfleet.server.saved_policy import LoadedPolicy, load_policy
 from seedfleet.wire import EnvSpec
 
 log = logging.getLogger("seedfleet.export")

@@ -26,11 +26,11 @@ import sys
 
 import grpc
 import numpy as np
+
 from seedfleet.server.actor_port import ActorPort
 from seedfleet.server.backend import LearnerStopping, OpenStream, StepRequest, StreamRefused
 from seedfleet.server.config import LearnerConfig
 from seedfleet.server.link import COUNT, OPEN_FIELDS, RANGE, Kind, LinkEnd, StepMemory, message, read_refused
-
 from seedfleet.stage_clock import StageClock
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.wire import EnvSpec

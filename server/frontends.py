@@ -24,11 +24,10 @@ import socket
 import subprocess
 import sys
 
+from seedfleet.errors import UsageError
 from seedfleet.server.backend import LocalBackend, OpenStream, refusal_of
 from seedfleet.server.config import LearnerConfig
 from seedfleet.server.link import COUNT, OPEN_FIELDS, RANGE, Kind, LinkEnd, StepMemory, message, refused_payload
-
-from seedfleet.errors import UsageError
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import cpu_by_thread_name
 from seedfleet.v1 import actor_learner_pb2 as pb

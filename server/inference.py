@@ -17,13 +17,13 @@ from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
+
 from seedfleet.algorithms.agent import Agent
+from seedfleet.envs import StepBatch
 from seedfleet.server.backend import PolicyOutputError, StepRequest
 from seedfleet.server.env_slots import EnvSlots
 from seedfleet.server.metrics import Metrics
 from seedfleet.server.unroll_queue import UnrollQueue
-
-from seedfleet.envs import StepBatch
 
 
 class InferenceEngine:

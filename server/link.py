@@ -31,9 +31,9 @@ from collections.abc import Callable
 
 import grpc
 import numpy as np
-from seedfleet.server.backend import StepRequest
 
 from seedfleet.envs import StepBatch
+from seedfleet.server.backend import StepRequest
 from seedfleet.wire import EnvSpec
 
 HEADER = struct.Struct("<BI")

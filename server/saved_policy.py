@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import tensorflow as tf
+
 from seedfleet.algorithms.agent import Agent
 from seedfleet.server.assembly import compute_device, env_config_for, make_agent
 from seedfleet.server.checkpoint import load_variables, newest_checkpoint, read_setup
-
 from seedfleet.v1 import actor_learner_pb2 as pb
 
 

@@ -8,12 +8,12 @@ and unrolls) and every full batch of unrolls through `agent.learn`, as in the le
 from __future__ import annotations
 
 import numpy as np
+
+from seedfleet.envs import make_envs
 from seedfleet.server.env_slots import EnvSlots
 from seedfleet.server.inference import InferenceEngine, StepRequest
 from seedfleet.server.metrics import Metrics
 from seedfleet.server.unroll_queue import UnrollQueue
-
-from seedfleet.envs import make_envs
 
 
 def train(agent, env_id: str, num_envs: int, max_env_steps: int, seed: int = 0, on_batch=None,

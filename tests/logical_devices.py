@@ -45,13 +45,14 @@ def assert_same(a, b, what: str, atol: float = 0.0) -> None:
 
 
 def check_agents(devices: tuple[str, ...]) -> None:
+    from test_impala import make_batch
+
     from seedfleet.algorithms.agent import AgentContext
     from seedfleet.algorithms.impala.agent import ImpalaAgent
     from seedfleet.algorithms.impala.config import ImpalaConfig
     from seedfleet.algorithms.networks import NetworkConfig
     from seedfleet.algorithms.r2d2.agent import R2D2Agent
     from seedfleet.algorithms.r2d2.config import R2D2Config
-    from test_impala import make_batch
 
     network = NetworkConfig(jit_compile=True, lstm_size=8)  # as the learner asks; on CPU devices not taken
     makers = {

@@ -5,6 +5,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
 from seedfleet.server.batcher import DynamicBatcher
 
 

@@ -6,6 +6,7 @@ import os
 
 import pytest
 from conftest import Proc, seedfleet
+
 from seedfleet.bench.report import main as report_main
 from seedfleet.bench.report import median_of, plot_sweep
 from seedfleet.bench.run import bound, bracketed

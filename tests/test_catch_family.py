@@ -43,6 +43,22 @@ def test_catch_steps_as_the_reference_and_autoresets():
         assert batch.first.all() and (batch.rewards == 0).all() and not batch.terminated.any()
 
 
+def test_each_env_s_balls_follow_its_own_seed_alone():
+    """Env e seeded s drops the same balls whichever envs share its batch, and others differ."""
+    def columns(seeds: list[int], episodes: int = 40) -> np.ndarray:
+        envs = make_envs("catch/Catch-v0", len(seeds))
+        batch, seen = envs.reset(seeds=seeds), []
+        for _ in range(episodes):
+            seen.append(batch.observations[:, 0].argmax(axis=1))
+            for _ in range(10):  # 9 steps to land, then the reset
+                batch = envs.step(np.ones(len(seeds), np.int64))
+        return np.array(seen)
+
+    alone, shared = columns([7]), columns([3, 7, 11])
+    np.testing.assert_array_equal(alone[:, 0], shared[:, 1])
+    assert (shared[:, 0] != shared[:, 1]).any() and set(shared.ravel()) == set(range(5))
+
+
 def test_catch_settings_travel_in_the_config():
     assert family_for("catch/Catch-v0").name == "catch" and family_for("catch/Catch-12x6-v0").name == "catch"
     config, frame_skip = describe("catch/Catch-12x6-v0", seed=3)

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from conftest import ROOT
+
 from seedfleet.deploy.cli import build_parser, main
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, Proc, free_port, progress_frames, tool
+
 from seedfleet.deploy import fleet_check, fleet_throughput
 from seedfleet.deploy.certs import make_credentials
 from seedfleet.deploy.cli import build_parser

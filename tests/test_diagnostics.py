@@ -5,6 +5,7 @@ schedule of several passes over a batch."""
 import numpy as np
 import pytest
 import tensorflow as tf
+
 from seedfleet.algorithms.agent import AgentContext
 from seedfleet.algorithms.impala import vtrace
 from seedfleet.algorithms.impala.agent import ImpalaAgent
@@ -12,7 +13,6 @@ from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.impala.loss import explained_variance, impala_loss, policy_shift, transitions
 from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.server.metrics import Metrics, Reporter
-
 from tests.test_impala import make_batch, time_major
 
 

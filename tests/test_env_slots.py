@@ -1,10 +1,10 @@
 """Unroll assembly on the learner: overlap, episode boundaries, actors restarting mid-unroll."""
 
 import numpy as np
-from seedfleet.algorithms.agent import SequenceLayout
-from seedfleet.server.env_slots import EnvSlots
 
+from seedfleet.algorithms.agent import SequenceLayout
 from seedfleet.envs import StepBatch
+from seedfleet.server.env_slots import EnvSlots
 
 T = 3  # unroll length: 4 rows
 

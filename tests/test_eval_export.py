@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import Proc, seedfleet
+
 from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.algorithms.r2d2.config import VECTOR_OBSERVATION_DEFAULTS
 from seedfleet.algorithms.registry import ALGORITHMS

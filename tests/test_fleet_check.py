@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from test_deploy import COMPOSE_FILE, compose_config
+
 from seedfleet.deploy import fleet_check
 from seedfleet.deploy.engine import Missing, check_build, check_compose
-from test_deploy import COMPOSE_FILE, compose_config
 
 
 def fake(tmp_path: Path, name: str, script: str) -> list[str]:

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from conftest import Proc, seedfleet, start_learner
 from raw_streams import RawActor, cartpole_steps, children
-from seedfleet.server.backend import StepRequest
-from seedfleet.server.link import StepMemory
 
 from seedfleet.envs import StepBatch
+from seedfleet.server.backend import StepRequest
+from seedfleet.server.link import StepMemory
 from seedfleet.wire import EnvSpec, decode_actions
 
 

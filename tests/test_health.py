@@ -11,6 +11,7 @@ import time
 import grpc
 from conftest import ROOT, start_learner
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+
 from seedfleet.deploy.healthcheck import LEARNER_ADDRESS, check, local_address
 
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from in_process import train
+
 from seedfleet.algorithms.agent import AgentContext
 from seedfleet.algorithms.impala.agent import ImpalaAgent
 from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.networks import NetworkConfig
-
 from seedfleet.envs.moving_dot import MovingDot
 
 pytestmark = pytest.mark.serial  # rates and wall time: run alone (Makefile)

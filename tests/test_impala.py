@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+
 from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import AgentContext, Unroll
 from seedfleet.algorithms.impala.agent import ImpalaAgent

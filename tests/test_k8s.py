@@ -16,6 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from conftest import ROOT, Proc, free_port, progress_frames, tool
+
 from seedfleet.deploy.certs import make_credentials
 from seedfleet.deploy.cli import build_parser
 from seedfleet.deploy.healthcheck import check

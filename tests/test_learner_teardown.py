@@ -5,6 +5,7 @@ import logging
 import time
 
 import pytest
+
 from seedfleet.server.assembly import bounded
 
 

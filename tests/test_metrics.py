@@ -7,16 +7,16 @@ import time
 
 import numpy as np
 import pytest
+
 from seedfleet.algorithms.agent import AgentContext
 from seedfleet.algorithms.impala.agent import ImpalaAgent
 from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.envs import StepBatch
 from seedfleet.server.env_slots import EnvSlots
 from seedfleet.server.inference import InferenceEngine, StepRequest
 from seedfleet.server.metrics import Metrics, Reporter
 from seedfleet.server.unroll_queue import UnrollQueue
-
-from seedfleet.envs import StepBatch
 from seedfleet.stage_clock import StageClock
 
 

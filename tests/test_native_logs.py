@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from conftest import ROOT
+
 from seedfleet.server.native_logs import STARTUP_LINES
 
 FILTER_SCRIPT = """

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+
 from seedfleet.algorithms.networks import NetworkConfig, PolicyValueNet, stack_frames
 
 

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+
 from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import Unroll
 from seedfleet.algorithms.networks import DuelingQNet, NetworkConfig

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from seedfleet.algorithms.r2d2.loss import inverse_value_rescale, n_step_returns, value_rescale
 
 

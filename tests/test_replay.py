@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from seedfleet.algorithms.r2d2.replay import PrioritizedReplay, SumTree
 
 

@@ -7,6 +7,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+
 from seedfleet.algorithms.agent import Unroll
 from seedfleet.algorithms.r2d2.config import R2D2Config
 from seedfleet.algorithms.r2d2.trainer import RATIO_TOLERANCE_BATCHES, ReplayTrainer

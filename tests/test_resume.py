@@ -9,6 +9,7 @@ import time
 import pytest
 import tensorflow as tf
 from conftest import Proc, seedfleet, start_learner
+
 from seedfleet.deploy import fleet_check
 from seedfleet.server.checkpoint import CheckpointStore
 

@@ -3,6 +3,7 @@
 import threading
 
 import numpy as np
+
 from seedfleet.algorithms.agent import Unroll
 from seedfleet.server.unroll_queue import UnrollQueue
 

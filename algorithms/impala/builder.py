@@ -7,7 +7,6 @@ from seedfleet.algorithms.impala.agent import ImpalaAgent
 from seedfleet.algorithms.impala.config import ATARI_DEFAULTS, ImpalaConfig
 from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.algorithms.trainer import LearnerStepRecorder, OnPolicyTrainer, UnrollSource
-
 from seedfleet.errors import UsageError
 
 ATARI_MAX_FRAMES = 20_000_000  # the budget where the Atari preset's learning rate reaches 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+
 from seedfleet.algorithms.agent import Unroll
 from seedfleet.algorithms.impala import vtrace
 from seedfleet.algorithms.impala.config import ImpalaConfig

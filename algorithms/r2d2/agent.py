@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+
 from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
 from seedfleet.algorithms.distribute import DataParallel

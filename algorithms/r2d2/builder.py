@@ -7,7 +7,13 @@ import dataclasses
 from seedfleet.algorithms.agent import AgentContext
 from seedfleet.algorithms.networks import NetworkConfig, is_image
 from seedfleet.algorithms.r2d2.agent import R2D2Agent
-from seedfleet.algorithms.r2d2.config import ALL_ENV_DEFAULTS, FAMILY_DEFAULTS, R2D2Config, ape_x_epsilons
+from seedfleet.algorithms.r2d2.config import (
+    ALL_ENV_DEFAULTS,
+    FAMILY_DEFAULTS,
+    VECTOR_OBSERVATION_DEFAULTS,
+    R2D2Config,
+    ape_x_epsilons,
+)
 from seedfleet.algorithms.r2d2.trainer import ReplayTrainer
 from seedfleet.algorithms.trainer import LearnerStepRecorder, UnrollSource
 
@@ -16,7 +22,8 @@ def task_defaults(family: str, run: bool) -> dict:
     """The paper's values on Atari, the env family's own elsewhere (config.py). `seedfleet run`
     starts one evaluation actor: under Ape-X epsilons (up to 0.4) the training returns
     say little of the policy, so progress and --target-return read the evaluation episodes."""
-    return {**ALL_ENV_DEFAULTS, **FAMILY_DEFAULTS.get(family, {}), **({"eval_actors": 1} if run else {})}
+    family_defaults = FAMILY_DEFAULTS.get(family, VECTOR_OBSERVATION_DEFAULTS)
+    return {**ALL_ENV_DEFAULTS, **family_defaults, **({"eval_actors": 1} if run else {})}
 
 
 def make_agent(config: R2D2Config, network: NetworkConfig, context: AgentContext) -> R2D2Agent:

@@ -15,6 +15,7 @@ priority is eta * max_t |td_t| + (1 - eta) * mean_t |td_t|.
 from __future__ import annotations
 
 import tensorflow as tf
+
 from seedfleet.algorithms.agent import Unroll
 from seedfleet.algorithms.networks import DuelingQNet
 from seedfleet.algorithms.r2d2.config import R2D2Config

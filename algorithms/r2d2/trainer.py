@@ -18,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
+
 from seedfleet.algorithms.agent import ROW_FIELDS, Unroll
 from seedfleet.algorithms.r2d2.agent import R2D2Agent
 from seedfleet.algorithms.r2d2.config import R2D2Config
 from seedfleet.algorithms.r2d2.replay import PrioritizedReplay
 from seedfleet.algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
-
 from seedfleet.threads import name_this_thread
 
 

@@ -1,5 +1,5 @@
 """Env families behind one interface (family.py), picked by id in one registry
-(registry.py): gymnasium, ALE's C++ vector env, MinAtar."""
+(registry.py): gymnasium, ALE's C++ vector env, MinAtar, Catch."""
 
 from seedfleet.envs.family import EnvFamily, StepBatch, VectorEnvs
 from seedfleet.envs.registry import (

@@ -9,7 +9,9 @@ Uniform random play scores about -0.6 (the ball lands in one of 5 columns); the 
 return is +1.
 
 Ids: "catch/Catch-v0" (10 rows x 5 columns, bsuite's) or "catch/Catch-<R>x<C>-v0". The
-board size is read off the id on the learner and sent to actors as settings.
+board size is read off the id on the learner and sent to actors as settings. Each env draws
+its balls from its own seed alone (episode k of the env seeded s: splitmix64(s, k)), so an
+env's episodes do not depend on which other envs share its actor.
 """
 
 from __future__ import annotations
@@ -23,6 +25,16 @@ from seedfleet.envs.family import Bounds, EnvFamily, StepBatch
 from seedfleet.errors import UsageError
 
 ID = re.compile(r"catch/Catch(?:-(\d+)x(\d+))?-v0")
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """Steele, Lea and Flood's 64-bit mix (SplittableRandom), on a uint64 array."""
+    with np.errstate(over="ignore"):
+        z = x + GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
 
 
 @dataclass(frozen=True)
@@ -45,7 +57,8 @@ class CatchEnvs:
         self.num_envs = self.group_size = num_envs
         self.ready = np.arange(num_envs)
         self.observation_shape = (settings.rows, settings.columns)
-        self._rng = np.random.default_rng()
+        self._seeds = splitmix64(np.random.SeedSequence().generate_state(num_envs, np.uint64))  # until reset(seeds)
+        self._episodes = np.zeros(num_envs, np.uint64)
         self._ball_row = np.zeros(num_envs, np.int64)
         self._ball_column = np.zeros(num_envs, np.int64)
         self._paddle = np.zeros(num_envs, np.int64)
@@ -54,7 +67,10 @@ class CatchEnvs:
 
     def _start(self, envs: np.ndarray) -> None:
         self._ball_row[envs] = 0
-        self._ball_column[envs] = self._rng.integers(0, self.settings.columns, len(envs))
+        with np.errstate(over="ignore"):
+            draws = splitmix64(self._seeds[envs] ^ (self._episodes[envs] * GOLDEN))
+        self._ball_column[envs] = (draws % np.uint64(self.settings.columns)).astype(np.int64)
+        self._episodes[envs] += np.uint64(1)
         self._paddle[envs] = self.settings.columns // 2
 
     def _boards(self) -> np.ndarray:
@@ -65,7 +81,8 @@ class CatchEnvs:
 
     def reset(self, seeds: list[int] | None = None) -> StepBatch:
         if seeds is not None:
-            self._rng = np.random.default_rng([int(s) for s in seeds])
+            self._seeds = np.asarray(seeds, np.int64).astype(np.uint64)
+            self._episodes[:] = 0
         self._start(self._envs)
         self._done[:] = False
         zeros = np.zeros(self.num_envs, bool)
