@@ -33,10 +33,14 @@ PROGRESS = re.compile(r"frames ([\d,]+) .* elapsed (\d+)s")
 
 
 def rate(lines: list[str], warmup_s: float, seconds: float) -> dict | None:
-    """Frames/s between the first progress line past `warmup_s` and the last one within
-    `seconds` after it; None until the window is complete."""
+    """Frames/s between the first progress line `warmup_s` past the first frames (a fleet's
+    actors start once the learner is healthy) and the first one `seconds` after it; None until
+    the window is complete."""
     points = [(int(m.group(2)), int(m.group(1).replace(",", ""))) for m in map(PROGRESS.search, lines) if m]
-    window = [(t, f) for t, f in points if t >= warmup_s]
+    flowing = next((t for t, f in points if f > 0), None)
+    if flowing is None:
+        return None
+    window = [(t, f) for t, f in points if t >= flowing + warmup_s]
     if not window or window[-1][0] - window[0][0] < seconds:
         return None
     (t0, f0), (t1, f1) = window[0], next(p for p in window if p[0] - window[0][0] >= seconds)
@@ -76,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docker", default="docker", help="the docker client command")
     parser.add_argument("--compose", default="docker compose", help="the compose command")
     parser.add_argument("--actors", type=int, default=4)
-    parser.add_argument("--warmup-s", type=float, default=120.0, help="learner seconds before the window")
+    parser.add_argument("--warmup-s", type=float, default=120.0, help="seconds from the first frames to the window")
     parser.add_argument("--seconds", type=float, default=180.0, help="the measured window")
     parser.add_argument("--seedfleet", default=str(ROOT / ".venv" / "bin" / "seedfleet"),
                         help="the seedfleet command of the local run")
