@@ -41,7 +41,7 @@ endif
 FLEET_SETTINGS := ENV ALGO ENVS SEED PORT
 FLEET_ENV := $(strip $(foreach v,$(FLEET_SETTINGS),$(if $(filter command line,$(origin $(v))),SEEDFLEET_$(v)='$($(v))')))
 
-.PHONY: install proto test run learner actor lint clean bench learn-bench images fleet fleet-down fleet-check certs
+.PHONY: install proto test run learner actor lint clean bench learn-bench images fleet fleet-down fleet-check fleet-throughput certs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -88,11 +88,11 @@ bench: $(STAMP)
 	for i in 1 2 3; do $(VENV)/bin/seedfleet bench $(BENCH_ARGS) --json $(BENCH_DIR)/run$$i.json || exit 1; done
 	$(VENV)/bin/seedfleet bench $(BENCH_ARGS) --mode env --sweep-actors $(BENCH_SWEEP) \
 		--json $(BENCH_DIR)/sweep.json --plot BENCHMARKS-sweep.png
-	$(PY) -m bench.report BENCHMARKS.md --runs $(BENCH_DIR)/run1.json $(BENCH_DIR)/run2.json \
+	$(PY) -m seedfleet.bench.report BENCHMARKS.md --runs $(BENCH_DIR)/run1.json $(BENCH_DIR)/run2.json \
 		$(BENCH_DIR)/run3.json --sweep $(BENCH_DIR)/sweep.json --plot BENCHMARKS-sweep.png
 
 learn-bench: $(STAMP)
-	$(PY) -m bench.learn $(if $(strip $(LEARN_CASES)),--cases $(LEARN_CASES)) --seeds $(LEARN_SEEDS)
+	$(PY) -m seedfleet.bench.learn $(if $(strip $(LEARN_CASES)),--cases $(LEARN_CASES)) --seeds $(LEARN_SEEDS)
 
 images:
 	$(PYTHON) -m deploy.engine build --docker "$(DOCKER)"
@@ -112,6 +112,11 @@ fleet: $(SECRETS)/token
 # The fleet against a real engine, end to end (deploy/fleet_check.py); not part of `make test`.
 fleet-check:
 	$(PYTHON) -m deploy.fleet_check --docker "$(DOCKER)" --compose "$(COMPOSE)"
+
+# Pong frames/s of the fleet (ACTORS containers) beside `seedfleet run --actors ACTORS`, back to back
+# (deploy/fleet_throughput.py; images built first with `make images`); on an otherwise idle machine.
+fleet-throughput: $(STAMP)
+	$(PYTHON) -m deploy.fleet_throughput --docker "$(DOCKER)" --compose "$(COMPOSE)" --actors $(ACTORS)
 
 fleet-down:
 	$(COMPOSE) $(COMPOSE_FILES) down

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import grpc
 import numpy as np
 
-from actor_client.round_trips import RoundTrips
-from seedfleet.envs import EnvBatch
+from seedfleet.actor_client.round_trips import RoundTrips
+from seedfleet.envs import VectorEnvs, make_envs_from
 from seedfleet.processes import exit_with_parent
 from seedfleet.security import channel_credentials, read_token, require_protection, token_metadata
 from seedfleet.threads import spawned_threads_named
@@ -34,7 +34,6 @@ from seedfleet.wire import (
     STOP_METADATA,
     EnvSpec,
     WireError,
-    atari_from_proto,
     decode_actions,
     encode_steps,
 )
@@ -74,7 +73,7 @@ class Actor:
     def __init__(self, config: ActorConfig):
         self.config = config
         self.run_id = secrets.randbits(64)
-        self.envs: EnvBatch | None = None
+        self.envs: VectorEnvs | None = None
         self._env_key: bytes | None = None
         self.steps = 0
         self.sessions = 0  # streams the learner has configured
@@ -92,17 +91,15 @@ class Actor:
         key.ClearField("env_ids")
         return key.SerializeToString(deterministic=True)
 
-    def _envs_for(self, config: pb.EnvConfig) -> EnvBatch:
+    def _envs_for(self, config: pb.EnvConfig) -> VectorEnvs:
         """Builds the envs on first contact (or if the learner's env changed), else reuses them."""
         key = self._env_key_of(config)
         if self.envs is not None and key == self._env_key:
             return self.envs
         if self.envs is not None:
             self.envs.close()
-        atari = atari_from_proto(config)
-        groups = self.config.env_groups if atari is not None else 1  # other envs step in lockstep
         with spawned_threads_named("env"):  # ALE's C++ pool
-            envs = EnvBatch(config.env_id, self.config.envs, atari, self.config.env_threads, groups)
+            envs = make_envs_from(config, self.config.envs, self.config.env_threads, self.config.env_groups)
         spec = EnvSpec.from_proto(config)
         want, have = (spec.obs_shape, spec.obs_dtype), (envs.observation_shape, envs.observation_dtype)
         if want != have or envs.num_actions != spec.num_actions:

@@ -1,6 +1,6 @@
 """The environment ceiling: an actor's envs stepped with random actions and no learner.
 
-    python -m actor_client.ceiling --env ALE/Pong-v5 --envs 32 --seconds 10
+    python -m seedfleet.actor_client.ceiling --env ALE/Pong-v5 --envs 32 --seconds 10
 
 prints one JSON line: env steps and seconds over the measured window (after a warm-up),
 with the machine's busy and stolen cores in that window.
@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from seedfleet.envs import EnvBatch, atari_settings
+from seedfleet.envs import make_envs
 from seedfleet.machine_cpu import machine_cores, machine_cpu_s
 from seedfleet.processes import exit_with_parent
 
@@ -24,8 +24,7 @@ from seedfleet.processes import exit_with_parent
 def step_randomly(env_id: str, num_envs: int, seconds: float, warmup_s: float = 2.0, env_threads: int = 0,
                   seed: int = 0, env_groups: int = 1) -> dict:
     """Steps `num_envs` envs with uniform random actions; counts steps after `warmup_s`."""
-    atari = atari_settings(env_id)
-    envs = EnvBatch(env_id, num_envs, atari, env_threads, env_groups if atari is not None else 1)
+    envs = make_envs(env_id, num_envs, env_threads, env_groups)
     rng = np.random.default_rng(seed)
     try:
         envs.reset([seed * 1_000_003 + i for i in range(num_envs)])

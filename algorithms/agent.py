@@ -25,7 +25,7 @@ class AgentContext:
     num_actions: int
     seed: int = 0
     max_envs: int = 1024  # env ids the learner serves
-    exploration_envs: int = 0  # envs that per-env exploration rates spread over (0: max_envs)
+    launched_envs: int = 0  # training envs the launcher started with the learner (seedfleet run); 0: not known
     max_frames: int = 0  # the run's frame budget, where schedules end (0: none)
     frame_skip: int = 1  # frames per env step
     train_devices: tuple[str, ...] = ()  # devices a learner step shares out (algorithms/distribute.py); (): one

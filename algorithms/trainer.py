@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 import tensorflow as tf
 
-from algorithms.agent import Agent, Unroll
+from seedfleet.algorithms.agent import Agent, Unroll
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import name_this_thread
 
@@ -71,16 +71,23 @@ class TrainerThread(threading.Thread):
             self.nonfinite_in_a_row = 0
         self.metrics.add_learner_step(losses)
 
-    def replay_arrays(self) -> dict[str, np.ndarray] | None:
-        """What a checkpoint keeps beside the variables (call with `lock` held): None here."""
+    # What a trainer keeps beside the agent's variables, and reports of its own. An on-policy
+    # trainer keeps nothing; R2D2's keeps its replay (r2d2/trainer.py).
+
+    PROGRESS_COLUMNS: tuple[str, ...] = ()  # its columns in progress.csv, in this order
+
+    def state(self) -> dict[str, np.ndarray] | None:
+        """What a checkpoint keeps beside the variables, as arrays (call with `lock` held); None: nothing."""
         return None
 
-    def restore_replay(self, arrays: dict[str, np.ndarray]) -> None:
-        """Loads what `replay_arrays` gave; raises ValueError if it does not fit."""
-        raise ValueError("this trainer keeps no replay")
+    def restore(self, arrays: dict[str, np.ndarray]) -> str:
+        """Loads what `state` gave; returns what it restored, in words for the log. Raises
+        ValueError if the arrays do not fit this trainer."""
+        raise ValueError("this trainer keeps no state beside the variables")
 
-    def replay_size(self) -> int:
-        return 0
+    def progress(self) -> dict[str, float]:
+        """Its own figures for the progress line, progress.csv (PROGRESS_COLUMNS) and TensorBoard."""
+        return {}
 
 
 class OnPolicyTrainer(TrainerThread):

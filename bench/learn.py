@@ -2,10 +2,10 @@
 published references at the same frames.
 
     make learn-bench                                  # every case, seed 0
-    python -m bench.learn --cases pong --seeds 0 1    # some cases, more seeds
-    python -m bench.learn --report-only               # tables and plots of the runs already there
-    python -m bench.learn --cases pong --variant normadv --flags "--normalize-advantages"
-    python -m bench.learn --cases pong-nosticky --seeds 0 --resume   # on from the run's checkpoint
+    python -m seedfleet.bench.learn --cases pong --seeds 0 1    # some cases, more seeds
+    python -m seedfleet.bench.learn --report-only               # tables and plots of the runs already there
+    python -m seedfleet.bench.learn --cases pong --variant normadv --flags "--normalize-advantages"
+    python -m seedfleet.bench.learn --cases pong-nosticky --seeds 0 --resume   # on from the run's checkpoint
 
 Each case is `seedfleet run` with the task's defaults (the Atari preset for ALE ids) for
 its frame budget (or until its `stop_at` frames, the budget still setting the learning-rate
@@ -38,8 +38,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.references import REFERENCES, Reference
-from bench.report import machine, replace_section
+from seedfleet.bench.references import REFERENCES, Reference
+from seedfleet.bench.report import machine, replace_section
 
 BEGIN, END = "<!-- learn:begin -->", "<!-- learn:end -->"
 RUNS = Path("runs/learn")  # the runs' log dirs (checkpoints, summaries, console)
@@ -129,7 +129,7 @@ def keep_all(runs: Path = RUNS, results: Path = RESULTS) -> list[Path]:
 
 def run_command(case: Case, seed: int, logdir: Path, flags: tuple[str, ...] = (), resume: bool = False) -> list[str]:
     """`seedfleet run` of one seed; `resume` continues from the log dir's newest checkpoint."""
-    return [sys.executable, "-m", "deploy.cli", "run", "--env", case.env, "--algo", case.algo,
+    return [sys.executable, "-m", "seedfleet.deploy.cli", "run", "--env", case.env, "--algo", case.algo,
             "--max-frames", str(case.frames), "--seed", str(seed), "--logdir", str(logdir),
             *(() if resume else ("--fresh",)), "--progress-interval-s", "30", *case.args, *flags]
 
@@ -268,7 +268,7 @@ def report(md_path: Path, names: list[str], runs: Path = RESULTS) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.learn", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m seedfleet.bench.learn", description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--report-only", action="store_true",

@@ -1,8 +1,8 @@
 """A load test of the learner: hundreds of synthetic actor streams from a few processes.
 
-    python -m bench.load --streams 256 --seconds 300     # a learner of its own on loopback
-    python -m bench.load --learner HOST:PORT ...          # or one already running
-    python -m bench.load --env ALE/Pong-v5 --learner-flags "--torso pool" --streams 32 --envs-per-stream 16
+    python -m seedfleet.bench.load --streams 256 --seconds 300     # a learner of its own on loopback
+    python -m seedfleet.bench.load --learner HOST:PORT ...          # or one already running
+    python -m seedfleet.bench.load --env ALE/Pong-v5 --learner-flags "--torso pool" --streams 32 --envs-per-stream 16
                                                           # the learner's own ceiling on Atari frames (below)
 
 Each stream says Hello for `--envs-per-stream` envs and then sends Steps of one pre-built
@@ -126,7 +126,7 @@ def _rss_mib(pid: int) -> float:
 
 def _start_learner(config: LoadConfig, logdir: str) -> tuple[subprocess.Popen, str]:
     envs = config.streams * config.envs_per_stream
-    proc = subprocess.Popen([sys.executable, "-m", "deploy.cli", "learner", "--env", config.env,
+    proc = subprocess.Popen([sys.executable, "-m", "seedfleet.deploy.cli", "learner", "--env", config.env,
                              "--address", "127.0.0.1:0", "--max-envs", str(envs), "--logdir", logdir,
                              "--max-envs-per-stream", str(max(config.envs_per_stream, 1)),
                              "--progress-interval-s", "1", *shlex.split(config.learner_flags)],
@@ -235,7 +235,7 @@ def _learner_cpu(cpu: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m seedfleet.bench.load", description=__doc__.split("\n\n")[0])
     for name, default in asdict(LoadConfig()).items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     config = LoadConfig(**vars(parser.parse_args(argv)))

@@ -26,22 +26,22 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from actor_client.actor import ActorConfig
-from algorithms.agent import Agent, Unroll
-from algorithms.networks import NetworkConfig
-from algorithms.registry import AlgoConfig, algorithm
-from bench import timed_actor
-from bench.cpu import cores_by_thread, snapshot, transport_share
+from seedfleet.actor_client.actor import ActorConfig
+from seedfleet.algorithms.agent import Agent, Unroll
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig, algorithm
+from seedfleet.bench import timed_actor
+from seedfleet.bench.cpu import cores_by_thread, snapshot, transport_share
 from seedfleet.envs import StepBatch
 from seedfleet.machine_cpu import machine_cores, machine_cpu_s
 from seedfleet.processes import start_child, stop_children
+from seedfleet.server.assembly import LearnerConfig, compute_device, env_config_for, make_agent
+from seedfleet.server.env_slots import EnvSlots
+from seedfleet.server.inference import InferenceEngine, StepRequest
+from seedfleet.server.learner import serve
+from seedfleet.server.metrics import Metrics
+from seedfleet.server.unroll_queue import UnrollQueue
 from seedfleet.wire import EnvSpec
-from server.assembly import LearnerConfig, compute_device, env_config_for, make_agent
-from server.env_slots import EnvSlots
-from server.inference import InferenceEngine, StepRequest
-from server.learner import serve
-from server.metrics import Metrics
-from server.unroll_queue import UnrollQueue
 
 
 @dataclasses.dataclass
@@ -66,7 +66,7 @@ def _rates(env_steps: float, seconds: float, frame_skip: int) -> dict:
 
 def env_phase(setup: Setup) -> dict:
     """The environment ceiling: the same number of actor processes, random actions."""
-    command = [sys.executable, "-m", "actor_client.ceiling", "--env", setup.learner.env,
+    command = [sys.executable, "-m", "seedfleet.actor_client.ceiling", "--env", setup.learner.env,
                "--envs", str(setup.envs_per_actor), "--seconds", str(setup.seconds),
                "--warmup-s", str(setup.warmup_s), "--env-groups", str(setup.env_groups),
                "--env-threads", str(setup.env_threads)]
@@ -88,7 +88,8 @@ def _make_agent(setup: Setup):
     env_config, frame_skip = env_config_for(setup.learner)
     device = compute_device()
     with tf.device(device):
-        agent = make_agent(setup.learner, setup.algo, setup.network, env_config, device, frame_skip)
+        agent = make_agent(setup.learner, setup.algo, setup.network, env_config, device, frame_skip,
+                           launched_envs=setup.actors * setup.envs_per_actor)
     return agent, env_config, frame_skip, device
 
 
@@ -235,7 +236,7 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
 
     try:
         summary = asyncio.run(serve(learner, setup.algo, setup.network, on_ready=start_actors, stop_when=stop_when,
-                                    train=train))
+                                    train=train, launched_envs=setup.actors * setup.envs_per_actor))
     finally:
         stop_children(actors, timeout_s=30)
     if summary["stop_reason"] != "measured":

@@ -1,6 +1,6 @@
 """The bench's output: a console table, the sweep plot, and the table in BENCHMARKS.md.
 
-    python -m bench.report BENCHMARKS.md --runs run1.json run2.json run3.json \
+    python -m seedfleet.bench.report BENCHMARKS.md --runs run1.json run2.json run3.json \
         [--sweep sweep.json --plot sweep.png]
 
 writes the median of the runs (per figure), and the sweep, between the bench markers

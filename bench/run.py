@@ -19,12 +19,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from algorithms.networks import NetworkConfig
-from algorithms.registry import AlgoConfig
-from bench.phases import Setup, env_phase, model_phase, system_phase, train_only_phase
-from bench.report import machine, plot_sweep, print_table
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig
+from seedfleet.bench.phases import Setup, env_phase, model_phase, system_phase, train_only_phase
+from seedfleet.bench.report import machine, plot_sweep, print_table
 from seedfleet.errors import UsageError
-from server.assembly import LearnerConfig
+from seedfleet.server.assembly import LearnerConfig
 
 MODES = ("env", "serve", "train", "train_only", "all")
 
@@ -60,8 +60,7 @@ def _setup(config: BenchConfig, actors: int, learner: LearnerConfig, algo: AlgoC
            network: NetworkConfig) -> Setup:
     """The phases' setup: the learner's configs as `seedfleet learner` would take them (its flags
     and the task's defaults), on a free loopback port and without progress lines."""
-    learner = dataclasses.replace(learner, address="127.0.0.1:0", progress_interval_s=math.inf,
-                                  exploration_envs=actors * config.envs_per_actor)
+    learner = dataclasses.replace(learner, address="127.0.0.1:0", progress_interval_s=math.inf)
     return Setup(learner, algo, network, actors, config.envs_per_actor, config.env_groups, config.seconds,
                  config.warmup_s, config.env_threads)
 

@@ -1,4 +1,4 @@
-"""An actor whose inference round trips the bench reads: `python -m bench.timed_actor FILE
+"""An actor whose inference round trips the bench reads: `python -m seedfleet.bench.timed_actor FILE
 CONFIG_JSON` runs `seedfleet actor` with the ActorConfig fields in CONFIG_JSON and, on
 exit, writes its round trips to FILE as JSON (actor_client/round_trips.py)."""
 
@@ -9,11 +9,12 @@ import json
 import sys
 from pathlib import Path
 
-from actor_client.actor import Actor, ActorConfig, main
+from seedfleet.actor_client.actor import Actor, ActorConfig, main
 
 
 def command(round_trips_file: Path, config: ActorConfig) -> list[str]:
-    return [sys.executable, "-m", "bench.timed_actor", str(round_trips_file), json.dumps(dataclasses.asdict(config))]
+    return [sys.executable, "-m", "seedfleet.bench.timed_actor", str(round_trips_file),
+            json.dumps(dataclasses.asdict(config))]
 
 
 if __name__ == "__main__":

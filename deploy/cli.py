@@ -13,7 +13,7 @@ import logging
 import sys
 from dataclasses import dataclass
 
-from deploy.flags import ENV_HELP, add_flags, env_setting, from_flags
+from seedfleet.deploy.flags import ENV_HELP, PresetError, add_flags, check_defaults, env_setting, from_flags
 from seedfleet.errors import UsageError
 
 
@@ -32,22 +32,23 @@ class Command:
 
 
 COMMANDS = {
-    "learner": Command("the learner server: central inference and training", "server.learner", learner_flags=True),
-    "actor": Command("an environment-only actor process", "actor_client.actor", configs=("ActorConfig",),
+    "learner": Command("the learner server: central inference and training", "seedfleet.server.learner",
+                       learner_flags=True),
+    "actor": Command("an environment-only actor process", "seedfleet.actor_client.actor", configs=("ActorConfig",),
                      tensorflow=False),
-    "run": Command("a learner and N local actor processes on this machine", "deploy.local", "run_local",
+    "run": Command("a learner and N local actor processes on this machine", "seedfleet.deploy.local", "run_local",
                    ("LaunchConfig",), learner_flags=True),
-    "bench": Command("frames/s of the system beside the env, inference and training ceilings", "bench.run",
+    "bench": Command("frames/s of the system beside the env, inference and training ceilings", "seedfleet.bench.run",
                      configs=("BenchConfig",), learner_flags=True),
-    "eval": Command("play a checkpoint's policy locally: mean and std of returns, a video", "server.evaluate",
+    "eval": Command("play a checkpoint's policy locally: mean and std of returns, a video", "seedfleet.server.evaluate",
                     configs=("EvalConfig",)),
-    "export": Command("write a checkpoint's greedy policy as a TensorFlow SavedModel", "server.export",
+    "export": Command("write a checkpoint's greedy policy as a TensorFlow SavedModel", "seedfleet.server.export",
                       configs=("ExportConfig",)),
 }
 
 
 def _algorithm(algo: str):
-    from algorithms.registry import ALGORITHMS
+    from seedfleet.algorithms.registry import ALGORITHMS
 
     if algo not in ALGORITHMS:
         print(f"seedfleet: error: unknown --algo {algo!r}; choose from {', '.join(ALGORITHMS)}", file=sys.stderr)
@@ -61,8 +62,8 @@ def _classes(command: str, algo: str) -> list:
     module = importlib.import_module(spec.module)
     classes = [getattr(module, name) for name in spec.configs]
     if spec.learner_flags:
-        from algorithms.networks import NetworkConfig
-        from server.assembly import LearnerConfig
+        from seedfleet.algorithms.networks import NetworkConfig
+        from seedfleet.server.assembly import LearnerConfig
 
         classes += [LearnerConfig, _algorithm(algo).config_class, NetworkConfig]
     return classes
@@ -77,7 +78,7 @@ def _algo_and_env(command: str, argv: list[str]) -> tuple[str, str]:
     pre.add_argument("--env", default=env_setting("env", "") or "CartPole-v1")
     known = pre.parse_known_args(argv)[0]
     if not known.algo and COMMANDS[command].learner_flags:
-        from algorithms.registry import default_algorithm
+        from seedfleet.algorithms.registry import default_algorithm
 
         return default_algorithm(known.env), known.env
     return known.algo or "vtrace", known.env
@@ -88,7 +89,7 @@ def task_defaults(command: str, algo: str, env: str) -> dict:
     with the learner's flags; any flag given still wins."""
     if not COMMANDS[command].learner_flags:
         return {}
-    from algorithms.registry import task_defaults as algorithm_defaults
+    from seedfleet.algorithms.registry import task_defaults as algorithm_defaults
 
     _algorithm(algo)  # an unknown --algo is a one-line error
     return {"algo": algo, **algorithm_defaults(algo, env, run=command == "run")}
@@ -98,7 +99,9 @@ def build_parser(command: str, algo: str = "vtrace", env: str = "CartPole-v1") -
     parser = argparse.ArgumentParser(prog=f"seedfleet {command}", description=COMMANDS[command].help, epilog=ENV_HELP)
     taken: set[str] = set()
     defaults = task_defaults(command, algo, env)
-    for cls in _classes(command, algo):
+    classes = _classes(command, algo)
+    check_defaults(defaults, classes)
+    for cls in classes:
         add_flags(parser, cls, taken, defaults)
     if COMMANDS[command].tensorflow:
         parser.add_argument("--verbose", action="store_true", default=bool(env_setting("verbose", False)),
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     command, rest = argv[0], argv[1:]
     if COMMANDS[command].tensorflow:  # before any module of ours imports it
-        from server.native_logs import import_tensorflow_quietly
+        from seedfleet.server.native_logs import import_tensorflow_quietly
 
         verbose = "--verbose" in rest or bool(env_setting("verbose", False))
         import_tensorflow_quietly(verbose)
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(command, algo, env).parse_args(rest)
         configs = [from_flags(cls, args) for cls in _classes(command, algo)]
         return getattr(importlib.import_module(COMMANDS[command].module), COMMANDS[command].entry)(*configs)
-    except UsageError as error:
+    except (UsageError, PresetError) as error:
         print(f"seedfleet {command}: error: {error}", file=sys.stderr)
         return 2
 

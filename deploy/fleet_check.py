@@ -31,8 +31,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from deploy.certs import make_credentials
-from deploy.engine import Missing, check_build, check_compose
+from .certs import make_credentials
+from .engine import Missing, check_build, check_compose
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"
@@ -81,11 +81,13 @@ def free_port() -> int:
 
 
 class Fleet:
-    def __init__(self, docker: list[str], compose: list[str], env: dict[str, str]):
-        self.docker, self.compose, self.env = docker, compose, env
+    """One compose project of the fleet file, driven by the client commands given."""
+
+    def __init__(self, docker: list[str], compose: list[str], env: dict[str, str], project: str = PROJECT):
+        self.docker, self.compose, self.env, self.project = docker, compose, env, project
 
     def run(self, *args: str, check: bool = True, timeout: float = 600) -> str:
-        command = [*self.compose, "-p", PROJECT, "-f", str(COMPOSE_FILE), *args]
+        command = [*self.compose, "-p", self.project, "-f", str(COMPOSE_FILE), *args]
         done = subprocess.run(command, capture_output=True, text=True, env=self.env, timeout=timeout, cwd=ROOT)
         if check and done.returncode:
             raise CheckFailed(f"{shlex.join(command)} exited {done.returncode}:\n{done.stderr[-3000:]}")
@@ -106,8 +108,8 @@ class Fleet:
         return json.loads(out.stdout)[0]
 
     def left(self) -> list[str]:
-        out = subprocess.run([*self.docker, "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}"],
-                             capture_output=True, text=True, timeout=60)
+        label = f"label=com.docker.compose.project={self.project}"
+        out = subprocess.run([*self.docker, "ps", "-aq", "--filter", label], capture_output=True, text=True, timeout=60)
         return out.stdout.split()
 
 

@@ -1,4 +1,4 @@
-"""`python -m deploy.healthcheck [ADDRESS]`: is the learner at ADDRESS serving?
+"""`python -m seedfleet.deploy.healthcheck [ADDRESS]`: is the learner at ADDRESS serving?
 
 Asks the learner's standard gRPC health service (grpc.health.v1) and exits 0 if it
 answers SERVING, 1 otherwise (another status, no answer within --timeout-s, nothing
@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from seedfleet.security import channel_credentials
 
-LEARNER_ADDRESS = "[::]:8470"  # the default of `seedfleet learner --address` (server.assembly.LearnerConfig)
+LEARNER_ADDRESS = "[::]:8470"  # the default of `seedfleet learner --address` (seedfleet.server.config.LearnerConfig)
 WILDCARD_HOSTS = ("[::]", "0.0.0.0", "")
 
 
@@ -49,7 +49,7 @@ def check(address: str, timeout_s: float = 3.0, service: str = "", tls_ca: str =
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.healthcheck", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m seedfleet.deploy.healthcheck", description=__doc__.splitlines()[0])
     parser.add_argument("address", nargs="?", help="host:port or unix:PATH (default: from SEEDFLEET_ADDRESS, "
                                                    f"else {local_address(LEARNER_ADDRESS)})")
     parser.add_argument("--timeout-s", type=float, default=3.0, help="seconds to wait for the answer")

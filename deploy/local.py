@@ -12,14 +12,14 @@ import logging
 import subprocess
 from dataclasses import dataclass
 
-from algorithms.networks import NetworkConfig
-from algorithms.registry import AlgoConfig
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig
 from seedfleet.errors import UsageError
 from seedfleet.processes import actor_command, start_child, stop_children
-from server.assembly import LearnerConfig
-from server.checkpoint import CheckpointMismatch
-from server.learner import exit_code, serve
-from server.metrics import Metrics
+from seedfleet.server.assembly import LearnerConfig
+from seedfleet.server.checkpoint import CheckpointMismatch
+from seedfleet.server.learner import exit_code, serve
+from seedfleet.server.metrics import Metrics
 
 log = logging.getLogger("seedfleet.run")
 
@@ -82,11 +82,10 @@ def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: AlgoConfig, ne
                          "the --tls-* flags are for `seedfleet learner` with actors elsewhere")
     if learner.address == LearnerConfig.address:
         learner.address = "127.0.0.1:0"  # a free port on loopback
-    if not learner.exploration_envs:  # the Ape-X epsilons spread over exactly the envs launched
-        learner.exploration_envs = launch.actors * launch.envs_per_actor
     fleet = Fleet(launch, learner.token_file)
     try:
-        summary = asyncio.run(serve(learner, algo, network, on_ready=fleet.start, stop_when=fleet.check))
+        summary = asyncio.run(serve(learner, algo, network, on_ready=fleet.start, stop_when=fleet.check,
+                                    launched_envs=launch.actors * launch.envs_per_actor))
     except CheckpointMismatch as error:
         log.error("%s", error)
         return 2

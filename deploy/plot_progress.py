@@ -1,7 +1,7 @@
 """Plots a run's learning curve (mean return over 100 episodes against frames) to a PNG,
 with the evaluation episodes' curve beside it when the run had evaluation envs.
 
-    python -m deploy.plot_progress runs/pong/progress.csv pong.png
+    python -m seedfleet.deploy.plot_progress runs/pong/progress.csv pong.png
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def exit_with_parent() -> None:
 def actor_command(address: str, envs: int, evaluation: bool = False, env_groups: int = 1,
                   token_file: str = "") -> list[str]:
     """The command line of one `seedfleet actor` process serving `envs` envs."""
-    command = [sys.executable, "-m", "deploy.cli", "actor", "--learner", address, "--envs", str(envs),
+    command = [sys.executable, "-m", "seedfleet.deploy.cli", "actor", "--learner", address, "--envs", str(envs),
                "--env-groups", str(env_groups)]
     if token_file:
         command += ["--token-file", token_file]

@@ -8,13 +8,12 @@ Arrays travel as little-endian bytes; decoding is `np.frombuffer`, no per-env lo
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from seedfleet.envs import AtariSettings, StepBatch
+from seedfleet.envs import StepBatch
 from seedfleet.v1 import actor_learner_pb2 as pb
 
 PROTOCOL_VERSION = 2  # 2: Steps.actions_read, lockstep enforced
@@ -48,17 +47,6 @@ class WireError(ValueError):
 
 def _le(dtype: np.dtype) -> np.dtype:
     return np.dtype(dtype).newbyteorder("<")
-
-
-def atari_to_proto(settings: AtariSettings) -> pb.AtariPreprocessing:
-    return pb.AtariPreprocessing(**dataclasses.asdict(settings))
-
-
-def atari_from_proto(config: pb.EnvConfig) -> AtariSettings | None:
-    """The Atari preprocessing a learner asks for, or None for a plain gymnasium env."""
-    if not config.HasField("atari"):
-        return None
-    return AtariSettings(**{f.name: getattr(config.atari, f.name) for f in dataclasses.fields(AtariSettings)})
 
 
 def encode_steps(env_ids: np.ndarray, batch: StepBatch, actions_read: int = 0) -> pb.ActorMessage:

@@ -22,15 +22,15 @@ import numpy as np
 from seedfleet.envs import observation_bounds
 from seedfleet.errors import UsageError
 from seedfleet.security import read_token, require_protection, server_credentials
+from seedfleet.server.auth import TokenCheck
+from seedfleet.server.backend import StreamBackend
+from seedfleet.server.config import LearnerConfig
+from seedfleet.server.health import LearnerHealth, add_health
+from seedfleet.server.service import LearnerService, add_to_server
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.wire import MAX_MESSAGE_BYTES, EnvSpec
-from server.auth import TokenCheck
-from server.backend import StreamBackend
-from server.config import LearnerConfig
-from server.health import LearnerHealth, add_health
-from server.service import LearnerService, add_to_server
 
 log = logging.getLogger("seedfleet.learner")
 

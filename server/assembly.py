@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,48 +22,34 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from algorithms.agent import Agent, AgentContext
-from algorithms.networks import NetworkConfig
-from algorithms.registry import AlgoConfig, algorithm
-from algorithms.trainer import OnPolicyTrainer, TrainerThread
-from seedfleet.envs import EnvBatch, atari_settings
+from seedfleet.algorithms.agent import Agent, AgentContext
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig, algorithm
+from seedfleet.algorithms.trainer import OnPolicyTrainer, TrainerThread
+from seedfleet.envs import describe
 from seedfleet.errors import UsageError
+from seedfleet.server.actor_port import ActorPort, bounded, port_security
+from seedfleet.server.backend import LocalBackend
+from seedfleet.server.batcher import DynamicBatcher
+from seedfleet.server.checkpoint import CheckpointStore, LearnerCheckpoints, RunSetup
+from seedfleet.server.config import LearnerConfig
+from seedfleet.server.env_slots import EnvSlots
+from seedfleet.server.frontends import FrontEnds
+from seedfleet.server.inference import InferenceEngine
+from seedfleet.server.metrics import Metrics, Reporter
+from seedfleet.server.unroll_queue import UnrollQueue
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import name_this_thread, spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
-from seedfleet.wire import EnvSpec, atari_to_proto
-from server.actor_port import ActorPort, bounded, port_security
-from server.backend import LocalBackend
-from server.batcher import DynamicBatcher
-from server.checkpoint import CheckpointStore, LearnerCheckpoints
-from server.config import LearnerConfig
-from server.env_slots import EnvSlots
-from server.frontends import FrontEnds
-from server.inference import InferenceEngine
-from server.metrics import Metrics, Reporter
-from server.unroll_queue import UnrollQueue
+from seedfleet.wire import EnvSpec
 
 log = logging.getLogger("seedfleet.learner")
 
 
 def env_config_for(config: LearnerConfig) -> tuple[pb.EnvConfig, int]:
-    """What actors must run, read off one probe env made here. Returns (config, frame_skip)."""
-    atari = atari_settings(config.env)
-    probe = EnvBatch(config.env, 1, atari, num_threads=1)
-    try:
-        env_config = pb.EnvConfig(
-            env_id=config.env,
-            seed=config.seed * 1_000_003,
-            observation=pb.ObservationSpec(
-                dtype=probe.observation_dtype.name, shape=list(probe.observation_shape)
-            ),
-            num_actions=probe.num_actions,
-        )
-        if atari is not None:
-            env_config.atari.CopyFrom(atari_to_proto(atari))
-        return env_config, probe.frame_skip
-    finally:
-        probe.close()
+    """What actors must run (the env family's description, read off one probe env made
+    here), and frames per env step."""
+    return describe(config.env, config.seed * 1_000_003)
 
 
 def compute_device() -> str:
@@ -108,21 +93,15 @@ def resolve_network(network: NetworkConfig, device: str) -> NetworkConfig:
 
 
 def make_agent(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig, env_config: pb.EnvConfig,
-               device: str, frame_skip: int = 1, train_devices: tuple[str, ...] = ()) -> Agent:
+               device: str, frame_skip: int = 1, train_devices: tuple[str, ...] = (), launched_envs: int = 0) -> Agent:
     """The agent of `config.algo` for this env, its torso's arithmetic resolved for `device`,
-    training on `train_devices` (one device: ())."""
+    training on `train_devices` (one device: ()); `launched_envs`: the training envs a
+    launcher starts beside the learner (0: not known)."""
     network = resolve_network(network, device)
     spec = EnvSpec.from_proto(env_config)
     context = AgentContext(spec.obs_shape, spec.obs_dtype, spec.num_actions, config.seed, config.max_envs,
-                           config.exploration_envs, config.max_frames, frame_skip, train_devices)
+                           launched_envs, config.max_frames, frame_skip, train_devices)
     return algorithm(config.algo).make_agent(algo_config, network, context)
-
-
-def run_setup(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig) -> dict:
-    """What a checkpoint records of the run: enough to rebuild the agent (seedfleet eval, export)."""
-    setup = {"env": config.env, "algo": config.algo, "network": dataclasses.asdict(network),
-             "agent": dataclasses.asdict(algo_config), "learner": dataclasses.asdict(config)}
-    return json.loads(json.dumps(setup, default=str))  # tuples become lists, as they read back
 
 
 @dataclass
@@ -144,7 +123,7 @@ class Learner:
 
     @classmethod
     async def build(cls, config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig,
-                    train: bool = True) -> Learner:
+                    train: bool = True, launched_envs: int = 0) -> Learner:
         """Wires every part and restores the newest checkpoint (unless `config.fresh`);
         nothing runs yet. With `train` off, sequences are assembled and dropped (the
         bench's serve phase)."""
@@ -162,7 +141,8 @@ class Learner:
             tf.random.set_seed(config.seed)
             device, train_devices = compute_device(), training_devices(config.train_devices)
             with tf.device(device):
-                agent = make_agent(config, algo_config, network, env_config, device, frame_skip, train_devices)
+                agent = make_agent(config, algo_config, network, env_config, device, frame_skip, train_devices,
+                                   launched_envs)
         resolved = resolve_network(network, device)
         log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s%s, training on %s", config.algo, config.env,
                  spec.obs_shape, spec.obs_dtype, spec.num_actions, device, resolved.compute_dtype,
@@ -188,11 +168,11 @@ class Learner:
             trainer = OnPolicyTrainer(agent, queue, metrics, device, learn=False)
         trainer.clock = clock
         checkpoints = LearnerCheckpoints(CheckpointStore(logdir / "checkpoints", config.keep_checkpoints), agent,
-                                         trainer, metrics, run_setup(config, algo_config, network),
-                                         config.checkpoint_replay)
+                                         trainer, metrics, RunSetup.of(config, algo_config, network))
         if not config.fresh:
             checkpoints.restore()
-        reporter = Reporter(metrics, logdir, lambda: len(queue), tf.summary.create_file_writer(str(logdir)), clock)
+        reporter = Reporter(metrics, logdir, lambda: len(queue), tf.summary.create_file_writer(str(logdir)), clock,
+                            trainer)
         if config.frontends:
             reporter.other_processes_cpu = actor_port.cpu
         return cls(config, logdir, agent, metrics, queue, executor, batcher, actor_port, trainer,

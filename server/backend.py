@@ -25,7 +25,7 @@ import grpc
 import numpy as np
 
 from seedfleet.envs import StepBatch
-from server.batcher import DynamicBatcher
+from seedfleet.server.batcher import DynamicBatcher
 
 
 @dataclass

@@ -4,7 +4,8 @@ A checkpoint is a directory `<logdir>/checkpoints/ckpt-<unix ms>-f<frames>/` wit
   * `variables.index`, `variables.data-*`: the agent's checkpointed objects (weights,
     optimizer state; R2D2 adds the target network and its step counter), written by
     `tf.train.Checkpoint`, whose data files carry CRC32C checksums;
-  * `replay.npz` (optional, R2D2): the replay's arrays and sum tree, uncompressed;
+  * `trainer.npz` (optional): what the trainer keeps beside the variables (R2D2 with
+    --checkpoint-replay: the replay's arrays and sum tree), uncompressed;
   * `state.json`, written last: format, counters, the configs it was made with and the
     size of every other file.
 It is built under `.tmp-*` and renamed into place only when complete (and fsynced), so a
@@ -15,6 +16,7 @@ their checksums is skipped with a warning, and the next older one is tried.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -28,17 +30,21 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from algorithms.agent import Agent
-from algorithms.trainer import TrainerThread
+from seedfleet.algorithms.agent import Agent
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig, algorithm
+from seedfleet.algorithms.trainer import TrainerThread
 from seedfleet.errors import UsageError
-from server.metrics import Metrics
+from seedfleet.server.config import LearnerConfig
+from seedfleet.server.metrics import Metrics
 
 log = logging.getLogger("seedfleet.checkpoint")
 
 FORMAT = 1
 PREFIX = "ckpt-"
 VARIABLES = "variables"
-REPLAY = "replay.npz"
+TRAINER_STATE = "trainer.npz"
+TRAINER_STATE_NAMES = (TRAINER_STATE, "replay.npz")  # the second: R2D2's replay in checkpoints written before
 STATE = "state.json"
 
 
@@ -50,7 +56,68 @@ class CheckpointMismatch(Exception):
 class Restored:
     path: Path
     state: dict  # state.json
-    arrays: dict[str, np.ndarray] | None  # replay.npz, if the checkpoint has one
+    arrays: dict[str, np.ndarray] | None  # the trainer's state, if the checkpoint has one
+
+
+def _plain(value):
+    """Tuples as lists, as JSON reads them back (so a fresh setup compares equal to a saved one)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _shape_defining(value):
+    """A setup entry without what may differ between runs of the same network (the torso's
+    compute dtype, which follows the machine, and whether XLA compiles the training step)."""
+    free = ("compute_dtype", "jit_compile")
+    return {k: v for k, v in value.items() if k not in free} if isinstance(value, dict) else value
+
+
+def _config(cls, saved: dict):
+    """`cls` from its saved fields: lists back to tuples; fields this version no longer has are
+    dropped with a warning (a field it added takes its default)."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    dropped = sorted(set(saved) - set(fields))
+    if dropped:
+        log.warning("%s: ignoring saved settings this version does not have: %s", cls.__name__, ", ".join(dropped))
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in fields})
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What a checkpoint records of its run: enough to rebuild the agent (seedfleet eval,
+    export) and to refuse restoring into a learner of another env, algo or network (the
+    agent's hyperparameters may change between runs). Written, compared and read back here."""
+
+    env: str
+    algo: str
+    network: dict
+    agent: dict
+    learner: dict
+
+    @classmethod
+    def of(cls, config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig) -> RunSetup:
+        return cls(config.env, config.algo, _plain(dataclasses.asdict(network)),
+                   _plain(dataclasses.asdict(algo_config)), _plain(dataclasses.asdict(config)))
+
+    @classmethod
+    def from_state(cls, state: dict) -> RunSetup:
+        setup = state["setup"]
+        return cls(**{f.name: setup[f.name] for f in dataclasses.fields(cls)})
+
+    def to_state(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def mismatch(self, saved: RunSetup) -> str | None:
+        """Why a checkpoint of `saved` cannot be restored into this run, or None."""
+        for key in ("env", "algo", "network"):
+            theirs, ours = getattr(saved, key), getattr(self, key)
+            if _shape_defining(theirs) != _shape_defining(ours):
+                return f"were written for {key} {theirs}, this learner runs {ours}"
+        return None
+
+    def configs(self) -> tuple[LearnerConfig, AlgoConfig, NetworkConfig]:
+        """The learner's, the agent's and the network's configs the run was made with."""
+        return (_config(LearnerConfig, self.learner), _config(algorithm(self.algo).config_class, self.agent),
+                _config(NetworkConfig, self.network))
 
 
 def _fsync(path: Path) -> None:
@@ -99,7 +166,7 @@ class CheckpointStore:
         try:
             tf.train.Checkpoint(**objects).write(str(tmp / VARIABLES))
             if arrays is not None:
-                with (tmp / REPLAY).open("wb") as f:
+                with (tmp / TRAINER_STATE).open("wb") as f:
                     np.savez(f, **arrays)
             files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir())}
             body = {"format": FORMAT, "saved_at": time.time(), **state, "files": files}
@@ -133,9 +200,9 @@ class CheckpointStore:
                 continue
             check(state)
             try:
-                status = tf.train.Checkpoint(**objects).read(str(path / VARIABLES))
-                status.assert_existing_objects_matched()
-                arrays = _read_arrays(path / REPLAY) if REPLAY in state["files"] else None
+                load_variables(path, objects)
+                saved = [name for name in TRAINER_STATE_NAMES if name in state["files"]]
+                arrays = _read_arrays(path / saved[0]) if saved else None
             except (tf.errors.OpError, AssertionError, OSError, ValueError) as error:
                 log.warning("skipping checkpoint %s: %s", path, str(error).splitlines()[0])
                 continue
@@ -159,6 +226,17 @@ def _read_arrays(path: Path) -> dict[str, np.ndarray]:
         return {key: data[key] for key in data.files}
 
 
+def read_setup(checkpoint: Path) -> RunSetup:
+    """The run setup of one checkpoint, after the checks a restore makes (format, file sizes)."""
+    return RunSetup.from_state(_read_state(checkpoint))
+
+
+def load_variables(checkpoint: Path, objects: dict) -> None:
+    """Reads a checkpoint's variables into `objects` (their data files' CRC32C checked); every
+    object must find its values."""
+    tf.train.Checkpoint(**objects).read(str(checkpoint / VARIABLES)).assert_existing_objects_matched()
+
+
 def newest_checkpoint(path: Path) -> Path:
     """`path` itself if it is a checkpoint, else the newest complete checkpoint in a log dir."""
     path = Path(path)
@@ -171,51 +249,39 @@ def newest_checkpoint(path: Path) -> Path:
     raise FileNotFoundError(f"no checkpoint in {path}")
 
 
-def _shape_defining(value):
-    """A setup entry without what may differ between runs of the same network (the torso's
-    compute dtype, which follows the machine, and whether XLA compiles the training step)."""
-    free = ("compute_dtype", "jit_compile")
-    return {k: v for k, v in value.items() if k not in free} if isinstance(value, dict) else value
-
-
 class LearnerCheckpoints:
     """The learner's checkpoints: what goes in, what a restore gives back to whom.
 
-    `setup` (env, algo, network and agent configs) is written into every checkpoint;
-    env, algo and network must match to restore (the agent's hyperparameters may change
-    between runs). Saves wait for the trainer's lock, so weights, optimizer state and
-    replay are those between two learner steps.
+    `setup` is written into every checkpoint and must fit the newest one to restore it
+    (RunSetup.mismatch). Saves wait for the trainer's lock, so weights, optimizer state
+    and the trainer's own state (R2D2's replay) are those between two learner steps.
     """
 
-    def __init__(self, store: CheckpointStore, agent: Agent, trainer: TrainerThread, metrics: Metrics, setup: dict,
-                 with_replay: bool):
+    def __init__(self, store: CheckpointStore, agent: Agent, trainer: TrainerThread, metrics: Metrics,
+                 setup: RunSetup):
         self.store, self.agent, self.trainer, self.metrics = store, agent, trainer, metrics
         self.setup = setup
-        self.with_replay = with_replay
 
     def _check(self, state: dict) -> None:
-        saved = state["setup"]
-        for key in ("env", "algo", "network"):
-            if _shape_defining(saved[key]) != _shape_defining(self.setup[key]):
-                raise CheckpointMismatch(
-                    f"the checkpoints in {self.store.directory} were written for {key} {saved[key]}, "
-                    f"this learner runs {self.setup[key]}: pass --fresh, or another --logdir"
-                )
+        reason = self.setup.mismatch(RunSetup.from_state(state))
+        if reason:
+            raise CheckpointMismatch(f"the checkpoints in {self.store.directory} {reason}: pass --fresh, "
+                                     "or another --logdir")
 
     def restore(self) -> Restored | None:
         restored = self.store.restore_latest(self.agent.checkpointed(), self._check)
         if restored is None:
             return None
         self.metrics.restore(restored.state["metrics"])
+        extra = ""
         if restored.arrays is not None:
             try:
-                self.trainer.restore_replay(restored.arrays)
+                extra = ", " + self.trainer.restore(restored.arrays)
             except (KeyError, ValueError) as error:
-                log.warning("the replay in %s does not fit this learner (%s); starting with an empty one",
+                log.warning("the trainer's state in %s does not fit this learner (%s); it starts without it",
                             restored.path, error)
-        replay = f", replay of {self.trainer.replay_size():,} sequences" if restored.arrays is not None else ""
         log.info("restored %s: %d frames, %d learner steps%s", restored.path.name, self.metrics.frames,
-                 self.metrics.learner_steps, replay)
+                 self.metrics.learner_steps, extra)
         return restored
 
     def save(self) -> Path | None:
@@ -223,8 +289,8 @@ class LearnerCheckpoints:
         started = time.monotonic()
         try:
             with self.trainer.lock:
-                state = {"setup": self.setup, "metrics": self.metrics.state()}
-                arrays = self.trainer.replay_arrays() if self.with_replay else None
+                state = {"setup": self.setup.to_state(), "metrics": self.metrics.state()}
+                arrays = self.trainer.state()
                 path = self.store.save(self.agent.checkpointed(), state, self.metrics.frames, arrays)
         except (OSError, tf.errors.OpError) as error:
             log.error("checkpoint not saved (training goes on): %s", error)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 @dataclass
 class LearnerConfig:
-    env: str = "CartPole-v1"  # any gymnasium id with discrete actions; ALE ids get Atari preprocessing
+    env: str = "CartPole-v1"  # an id of any env family: gymnasium ids with discrete actions, ALE, MinAtar, Catch
     algo: str = "vtrace"  # the agent: vtrace (IMPALA), appo (IMPALA trained as PPO) or r2d2
     address: str = "[::]:8470"  # where to listen: host:port (port 0 picks one) or unix:PATH
     seed: int = 0  # seeds the network, action sampling and the envs
@@ -26,10 +26,8 @@ class LearnerConfig:
     inference_timeout_ms: float = 4.0  # ... or once the oldest request waited this long
     queue_unrolls: int = 0  # unrolls buffered for the trainer (0: two training batches)
     progress_interval_s: float = 5.0  # seconds between console progress lines
-    exploration_envs: int = 0  # r2d2: N of the Ape-X epsilons over env ids 0..N-1 (0: max_envs)
     checkpoint_interval_s: float = 600.0  # seconds between checkpoints in <logdir>/checkpoints (0: only on stop)
     keep_checkpoints: int = 3  # the newest this many checkpoints are kept
-    checkpoint_replay: bool = False  # r2d2: checkpoints hold the replay too (bytes/step x steps stored: GBs on Atari)
     fresh: bool = False  # ignore the logdir's checkpoints and start from scratch (new ones are still written)
     tls_cert: str = ""  # PEM certificate (chain) of the learner: TLS on its port, with --tls-key
     tls_key: str = ""  # PEM private key of --tls-cert

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from algorithms.agent import ROW_FIELDS, Agent, SequenceLayout, Unroll
+from seedfleet.algorithms.agent import ROW_FIELDS, Agent, SequenceLayout, Unroll
 from seedfleet.envs import StepBatch
 from seedfleet.stage_clock import StageClock
 from seedfleet.wire import EnvSpec

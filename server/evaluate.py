@@ -2,7 +2,7 @@
 
     seedfleet eval --checkpoint runs/cartpole-seed0 --episodes 100 --video cartpole.gif
 
-The agent is rebuilt from the setup the checkpoint recorded (env, algo, network) and acts
+The agent is rebuilt from the setup the checkpoint recorded (server/saved_policy.py) and acts
 with its greedy policy (`--epsilon` mixes in uniform random actions, 0.001 being the
 usual Atari evaluation). Envs are made as actors make them. Each env plays its share of
 the episodes, so short episodes are not over-counted. The video shows env 0's first
@@ -11,8 +11,6 @@ episode: the rendered screen, or for Atari the 84x84 frames the agent sees.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,14 +18,9 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from algorithms.agent import Agent
-from algorithms.networks import NetworkConfig
-from algorithms.registry import algorithm
-from seedfleet.envs import EnvBatch, atari_settings
+from seedfleet.envs import VectorEnvs, make_envs
 from seedfleet.errors import UsageError
-from seedfleet.v1 import actor_learner_pb2 as pb
-from server.assembly import LearnerConfig, compute_device, env_config_for, make_agent
-from server.checkpoint import newest_checkpoint
+from seedfleet.server.saved_policy import LoadedPolicy, load_policy
 
 log = logging.getLogger("seedfleet.eval")
 
@@ -41,30 +34,6 @@ class EvalConfig:
     seed: int = 12345  # seeds the envs and the random actions
     video: str = ""  # write env 0's first episode here (.gif or .mp4)
     video_fps: int = 30  # frames per second of the video
-
-
-@dataclass
-class LoadedPolicy:
-    agent: Agent
-    env_config: pb.EnvConfig
-    checkpoint: Path
-    device: str
-
-
-def load_policy(path: str | Path) -> LoadedPolicy:
-    """The agent of a checkpoint (or a log dir's newest), rebuilt from its recorded setup."""
-    checkpoint = newest_checkpoint(Path(path))
-    setup = json.loads((checkpoint / "state.json").read_text())["setup"]
-    learner_fields = {f.name for f in dataclasses.fields(LearnerConfig)}
-    learner = LearnerConfig(**{k: v for k, v in setup["learner"].items() if k in learner_fields})
-    algo = algorithm(setup["algo"]).config_class(**setup["agent"])
-    network = NetworkConfig(**{**setup["network"], "mlp_sizes": tuple(setup["network"]["mlp_sizes"])})
-    env_config, _ = env_config_for(learner)
-    device = compute_device()
-    with tf.device(device):
-        agent = make_agent(learner, algo, network, env_config, device)
-    tf.train.Checkpoint(**agent.checkpointed()).read(str(checkpoint / "variables")).assert_existing_objects_matched()
-    return LoadedPolicy(agent, env_config, checkpoint, device)
 
 
 VIDEO_MIN_HEIGHT = 240  # small pictures are scaled up by a whole factor to at least this
@@ -86,9 +55,9 @@ def as_picture(frame: np.ndarray) -> np.ndarray:
     return np.repeat(np.repeat(frame, scale, axis=0), scale, axis=1) if scale > 1 else frame
 
 
-def _screen(envs: EnvBatch, observations: np.ndarray) -> np.ndarray:
-    """Env 0's picture: its render, or (Atari, which does not render) its observation."""
-    return as_picture(observations[0] if envs.is_atari else envs.env.envs[0].render())
+def _screen(envs: VectorEnvs, observations: np.ndarray) -> np.ndarray:
+    """Env 0's picture: its family's render (Atari's, which does not render: the observation)."""
+    return as_picture(envs.render_first(observations))
 
 
 def play(policy: LoadedPolicy, config: EvalConfig) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -96,7 +65,7 @@ def play(policy: LoadedPolicy, config: EvalConfig) -> tuple[np.ndarray, list[np.
     n = max(1, min(config.envs, config.episodes))
     quota = np.full(n, config.episodes // n) + (np.arange(n) < config.episodes % n)
     env_id = policy.env_config.env_id
-    envs = EnvBatch(env_id, n, atari_settings(env_id), render_mode="rgb_array" if config.video else None)
+    envs = make_envs(env_id, n, render_mode="rgb_array" if config.video else None)
     rng = np.random.default_rng(config.seed)
     agent, returns, frames = policy.agent, [], []
     try:

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from seedfleet.server.saved_policy import LoadedPolicy, load_policy
 from seedfleet.wire import EnvSpec
-from server.evaluate import LoadedPolicy, load_policy
 
 log = logging.getLogger("seedfleet.export")
 

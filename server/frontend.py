@@ -1,6 +1,6 @@
 """A front-end process: one core of gRPC and decoding for the learner (`--frontends N`).
 
-    python -m server.frontend --link-fd FD      (started by the learner, server/frontends.py)
+    python -m seedfleet.server.frontend --link-fd FD      (started by the learner, server/frontends.py)
 
 It serves the actors' port (server/actor_port.py: the same LearnerService, TLS, token
 check, keepalive and health service) on the learner's port, beside the other front ends,
@@ -27,13 +27,13 @@ import sys
 import grpc
 import numpy as np
 
+from seedfleet.server.actor_port import ActorPort
+from seedfleet.server.backend import LearnerStopping, OpenStream, StepRequest, StreamRefused
+from seedfleet.server.config import LearnerConfig
+from seedfleet.server.link import COUNT, OPEN_FIELDS, RANGE, Kind, LinkEnd, StepMemory, message, read_refused
 from seedfleet.stage_clock import StageClock
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.wire import EnvSpec
-from server.actor_port import ActorPort
-from server.backend import LearnerStopping, OpenStream, StepRequest, StreamRefused
-from server.config import LearnerConfig
-from server.link import COUNT, OPEN_FIELDS, RANGE, Kind, LinkEnd, StepMemory, message, read_refused
 
 log = logging.getLogger("seedfleet.frontend")
 STATS_INTERVAL_S = 1.0
@@ -154,7 +154,7 @@ async def run(sock: socket.socket) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m server.frontend", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m seedfleet.server.frontend", description=__doc__.split("\n\n")[0])
     parser.add_argument("--link-fd", type=int, required=True, help="the learner's end of the link (inherited)")
     parser.add_argument("--index", type=int, default=0, help="this front end's number, for its log lines")
     args = parser.parse_args(argv)

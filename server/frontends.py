@@ -25,13 +25,13 @@ import subprocess
 import sys
 
 from seedfleet.errors import UsageError
+from seedfleet.server.backend import LocalBackend, OpenStream, refusal_of
+from seedfleet.server.config import LearnerConfig
+from seedfleet.server.link import COUNT, OPEN_FIELDS, RANGE, Kind, LinkEnd, StepMemory, message, refused_payload
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import cpu_by_thread_name
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.wire import EnvSpec
-from server.backend import LocalBackend, OpenStream, refusal_of
-from server.config import LearnerConfig
-from server.link import COUNT, OPEN_FIELDS, RANGE, Kind, LinkEnd, StepMemory, message, refused_payload
 
 log = logging.getLogger("seedfleet.learner")
 RESTART_DELAY_S = 1.0
@@ -50,7 +50,8 @@ class FrontEnd:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         with theirs:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "server.frontend", "--link-fd", str(theirs.fileno()), "--index", str(index)],
+                [sys.executable, "-m", "seedfleet.server.frontend", "--link-fd", str(theirs.fileno()),
+                 "--index", str(index)],
                 pass_fds=(theirs.fileno(),))
         self.ready: asyncio.Future = asyncio.get_running_loop().create_future()  # its bound port
         self.gone = asyncio.Event()

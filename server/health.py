@@ -2,7 +2,7 @@
 
 Both the server as a whole (service "") and the Learner service report NOT_SERVING until
 `serving()`, SERVING from then on, and NOT_SERVING again from `stopping()` on.
-`python -m deploy.healthcheck` asks it; so do container health checks.
+`python -m seedfleet.deploy.healthcheck` asks it; so do container health checks.
 """
 
 from __future__ import annotations

@@ -18,12 +18,12 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from algorithms.agent import Agent
+from seedfleet.algorithms.agent import Agent
 from seedfleet.envs import StepBatch
-from server.backend import PolicyOutputError, StepRequest
-from server.env_slots import EnvSlots
-from server.metrics import Metrics
-from server.unroll_queue import UnrollQueue
+from seedfleet.server.backend import PolicyOutputError, StepRequest
+from seedfleet.server.env_slots import EnvSlots
+from seedfleet.server.metrics import Metrics
+from seedfleet.server.unroll_queue import UnrollQueue
 
 
 class InferenceEngine:

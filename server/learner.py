@@ -16,11 +16,11 @@ import signal
 import time
 from collections.abc import Callable
 
-from algorithms.networks import NetworkConfig
-from algorithms.registry import AlgoConfig
-from server.assembly import Learner, LearnerConfig
-from server.checkpoint import CheckpointMismatch
-from server.metrics import Metrics, write_summary
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig
+from seedfleet.server.assembly import Learner, LearnerConfig
+from seedfleet.server.checkpoint import CheckpointMismatch
+from seedfleet.server.metrics import Metrics, write_summary
 
 log = logging.getLogger("seedfleet.learner")
 
@@ -66,11 +66,13 @@ async def serve(
     on_ready: Callable[[str], None] | None = None,
     stop_when: Callable[[Metrics], str | None] | None = None,
     train: bool = True,
+    launched_envs: int = 0,
 ) -> dict:
     """Runs the learner until the target, the frame budget, a signal or a stop reason from
     `stop_when(metrics)` (asked four times a second); returns the summary. With `train`
-    off, unrolls are assembled and dropped (seedfleet bench's serve phase)."""
-    learner = await Learner.build(config, algo_config, network, train)
+    off, unrolls are assembled and dropped (seedfleet bench's serve phase). `launched_envs`: the
+    training envs the caller starts beside it (0: not known; R2D2 spreads its epsilons over them)."""
+    learner = await Learner.build(config, algo_config, network, train, launched_envs)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -33,8 +33,8 @@ import grpc
 import numpy as np
 
 from seedfleet.envs import StepBatch
+from seedfleet.server.backend import StepRequest
 from seedfleet.wire import EnvSpec
-from server.backend import StepRequest
 
 HEADER = struct.Struct("<BI")
 

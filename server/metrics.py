@@ -10,6 +10,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -186,6 +187,14 @@ def resident_memory_gib() -> float:
 CPU_SUMMARY_INTERVAL_S = 30.0
 
 
+class TrainerProgress(Protocol):
+    """A trainer's own figures, as the reporter reads them (algorithms/trainer.py)."""
+
+    PROGRESS_COLUMNS: tuple[str, ...]
+
+    def progress(self) -> dict[str, float]: ...
+
+
 class Reporter:
     """Console progress lines, progress.csv, TensorBoard scalars and learner_cpu.json at a fixed
     interval. learner_cpu.json holds the run's totals so far (env steps served, training and
@@ -194,8 +203,8 @@ class Reporter:
 
     CSV_COLUMNS = (
         "elapsed_s", "frames", "env_steps", "frames_per_s", "mean_return_last_100", "episodes", "learner_steps",
-        "learner_steps_per_s", "mean_eval_return_last_100", "replay_size", "memory_gib",
-    )
+        "learner_steps_per_s", "mean_eval_return_last_100", "memory_gib",
+    )  # then the trainer's own columns (TrainerThread.PROGRESS_COLUMNS), then DIAGNOSTICS
     # Learner-step metrics written to progress.csv too (means over the interval; empty where the
     # algorithm has none), as these columns: PPO's and IMPALA's usual health checks.
     DIAGNOSTICS = {
@@ -210,8 +219,10 @@ class Reporter:
     }
 
     def __init__(self, metrics: Metrics, logdir: Path, queue_depth, summary_writer=None,
-                 clock: StageClock | None = None):
+                 clock: StageClock | None = None, trainer: TrainerProgress | None = None):
         self.metrics = metrics
+        self.trainer_columns = trainer.PROGRESS_COLUMNS if trainer is not None else ()
+        self.trainer_progress = trainer.progress if trainer is not None else dict
         self.clock = clock or StageClock()
         self.other_processes_cpu = None  # () -> (stages, threads) CPU seconds of the front ends, if any
         self._last_cpu = self._cpu()
@@ -223,7 +234,7 @@ class Reporter:
         self._last_learner_steps = metrics.learner_steps
         self.csv_path = logdir / "progress.csv"
         if not self.csv_path.exists():
-            self.csv_path.write_text(",".join((*self.CSV_COLUMNS, *self.DIAGNOSTICS)) + "\n")
+            self.csv_path.write_text(",".join((*self.CSV_COLUMNS, *self.trainer_columns, *self.DIAGNOSTICS)) + "\n")
         # a resumed run goes on in its file's own columns (one written before a column was added has
         # no place for it), so every row stays under its header
         with self.csv_path.open() as f:
@@ -241,10 +252,10 @@ class Reporter:
         mean_return, mean_eval = self.metrics.mean_return(), self.metrics.mean_eval_return()
         elapsed = now - self.metrics.start
         memory = resident_memory_gib()
-        replay_size = interval["losses"].get("replay/size", math.nan)
+        trainer = self.trainer_progress()
         cpu = self._cpu()
         if self.writer is not None:
-            self._write_summaries(frames, interval, steps_per_s, learner_per_s, memory, cpu)
+            self._write_summaries(frames, interval, steps_per_s, learner_per_s, memory, cpu, trainer)
         write_json(self.logdir / "learner_cpu.json", cpu)
         row = {
             "elapsed_s": f"{elapsed:.1f}", "frames": frames, "env_steps": interval["env_steps"],
@@ -252,20 +263,18 @@ class Reporter:
             "mean_return_last_100": f"{mean_return:.3f}",
             "episodes": self.metrics.episodes, "learner_steps": interval["learner_steps"],
             "learner_steps_per_s": f"{learner_per_s:.2f}", "mean_eval_return_last_100": f"{mean_eval:.3f}",
-            "replay_size": f"{replay_size:.0f}", "memory_gib": f"{memory:.3f}",
+            "memory_gib": f"{memory:.3f}", **{column: f"{value:.6g}" for column, value in trainer.items()},
             **{column: f"{interval['losses'][name]:.6g}" if name in interval["losses"] else ""
                for column, name in self.DIAGNOSTICS.items()},
         }
         with self.csv_path.open("a", newline="") as f:
             csv.DictWriter(f, self.csv_fields, extrasaction="ignore", lineterminator="\n").writerow(row)
         evaluation = f"eval(100) {mean_eval:.1f}  " if self.metrics.eval_episodes else ""
-        replay = ""
-        if not math.isnan(replay_size):
-            replay = f"replay {replay_size:,.0f} ({interval['losses']['replay/bytes_per_step']:,.0f} B/step)  "
+        own = "".join(f"{column.replace('_', ' ')} {value:,.0f}  " for column, value in trainer.items())
         return (
             f"frames {frames:,}  fps {steps_per_s * self.metrics.frame_skip:,.0f}  "
             f"return(100) {mean_return:.1f}  {evaluation}episodes {self.metrics.episodes:,}  "
-            f"learner steps {interval['learner_steps']:,} ({learner_per_s:.1f}/s)  {replay}"
+            f"learner steps {interval['learner_steps']:,} ({learner_per_s:.1f}/s)  {own}"
             f"mem {memory:.1f} GiB  elapsed {elapsed:.0f}s"
         )
 
@@ -280,7 +289,7 @@ class Reporter:
                 "threads_cpu_s": {k: round(v, 3) for k, v in threads.items()}}
 
     def _write_summaries(self, frames: int, interval: dict, steps_per_s: float, learner_per_s: float,
-                         memory_gib: float, cpu: dict):
+                         memory_gib: float, cpu: dict, trainer: dict[str, float]):
         import tensorflow as tf
 
         with self.writer.as_default(step=frames):
@@ -297,6 +306,8 @@ class Reporter:
             tf.summary.scalar("learner/memory_gib", memory_gib)
             for name, value in interval["losses"].items():
                 tf.summary.scalar(name, value)
+            for name, value in trainer.items():
+                tf.summary.scalar(f"trainer/{name}", value)
             served = cpu["env_steps"] - self._last_cpu["env_steps"]
             if served and cpu["elapsed_s"] - self._last_cpu["elapsed_s"] >= CPU_SUMMARY_INTERVAL_S:
                 for kind in ("stages_cpu_s", "threads_cpu_s"):

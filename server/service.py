@@ -20,11 +20,11 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from seedfleet.security import is_local_peer
+from seedfleet.server.backend import LearnerStopping, StepRequest, StreamBackend, StreamRefused, refusal_of
 from seedfleet.stage_clock import StageClock
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from seedfleet.wire import PROTOCOL_VERSION, STOP_METADATA, EnvSpec, WireError, decode_steps, encode_actions
-from server.backend import LearnerStopping, StepRequest, StreamBackend, StreamRefused, refusal_of
 
 log = logging.getLogger("seedfleet.learner")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from algorithms.agent import Unroll
+from seedfleet.algorithms.agent import Unroll
 
 
 class UnrollQueue:

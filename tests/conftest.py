@@ -63,7 +63,7 @@ class Proc:
 
 
 def seedfleet(*args: str) -> list[str]:
-    return [sys.executable, "-m", "deploy.cli", *args]
+    return [sys.executable, "-m", "seedfleet.deploy.cli", *args]
 
 
 def tool(name: str) -> str:

@@ -1,6 +1,6 @@
 """The learner's own inference and training path driven in one process, without gRPC.
 
-Envs step in this process (`EnvBatch`, as an actor steps them); every step goes through
+Envs step in this process (built by their family, as an actor builds them); every step goes through
 `InferenceEngine.process` (the agent's `act`, `EnvSlots`' per-env state, frame stacks
 and unrolls) and every full batch of unrolls through `agent.learn`, as in the learner.
 """
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from seedfleet.envs import EnvBatch, atari_settings
-from server.env_slots import EnvSlots
-from server.inference import InferenceEngine, StepRequest
-from server.metrics import Metrics
-from server.unroll_queue import UnrollQueue
+from seedfleet.envs import make_envs
+from seedfleet.server.env_slots import EnvSlots
+from seedfleet.server.inference import InferenceEngine, StepRequest
+from seedfleet.server.metrics import Metrics
+from seedfleet.server.unroll_queue import UnrollQueue
 
 
 def train(agent, env_id: str, num_envs: int, max_env_steps: int, seed: int = 0, on_batch=None,
@@ -22,7 +22,7 @@ def train(agent, env_id: str, num_envs: int, max_env_steps: int, seed: int = 0, 
     reaches `stop_return`; every full batch of unrolls goes to `on_batch` (default:
     `agent.learn`). Returns (episode returns in order, env steps)."""
     on_batch = on_batch or agent.learn
-    envs = EnvBatch(env_id, num_envs, atari_settings(env_id), num_threads=1)
+    envs = make_envs(env_id, num_envs, threads=1)
     slots = EnvSlots(num_envs, agent.layout, envs.observation_shape, envs.observation_dtype, agent.extras_spec,
                      agent.initial_state)
     queue = UnrollQueue(10 * agent.batch_size, agent.batch_size)

@@ -47,12 +47,12 @@ def assert_same(a, b, what: str, atol: float = 0.0) -> None:
 def check_agents(devices: tuple[str, ...]) -> None:
     from test_impala import make_batch
 
-    from algorithms.agent import AgentContext
-    from algorithms.impala.agent import ImpalaAgent
-    from algorithms.impala.config import ImpalaConfig
-    from algorithms.networks import NetworkConfig
-    from algorithms.r2d2.agent import R2D2Agent
-    from algorithms.r2d2.config import R2D2Config
+    from seedfleet.algorithms.agent import AgentContext
+    from seedfleet.algorithms.impala.agent import ImpalaAgent
+    from seedfleet.algorithms.impala.config import ImpalaConfig
+    from seedfleet.algorithms.networks import NetworkConfig
+    from seedfleet.algorithms.r2d2.agent import R2D2Agent
+    from seedfleet.algorithms.r2d2.config import R2D2Config
 
     network = NetworkConfig(jit_compile=True, lstm_size=8)  # as the learner asks; on CPU devices not taken
     makers = {
@@ -96,7 +96,7 @@ def check_agents(devices: tuple[str, ...]) -> None:
 if __name__ == "__main__":
     split = split_cpu(2)
     if sys.argv[1] == "cli":
-        from deploy.cli import main
+        from seedfleet.deploy.cli import main
 
         sys.exit(main(sys.argv[2:]))
     check_agents(split)

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from server.batcher import DynamicBatcher
+from seedfleet.server.batcher import DynamicBatcher
 
 
 class Recorder:

@@ -7,9 +7,9 @@ import os
 import pytest
 from conftest import Proc, seedfleet
 
-from bench.report import main as report_main
-from bench.report import median_of, plot_sweep
-from bench.run import bound, bracketed
+from seedfleet.bench.report import main as report_main
+from seedfleet.bench.report import median_of, plot_sweep
+from seedfleet.bench.run import bound, bracketed
 
 
 def test_bound_is_the_rate_of_stages_sharing_the_cores():
@@ -26,7 +26,7 @@ def test_a_bracketed_phase_is_the_mean_of_before_and_after():
 
 
 def test_bench_all_modes_on_cartpole_writes_every_key(tmp_path):
-    out = tmp_path / "bench.json"
+    out = tmp_path / "seedfleet.bench.json"
     bench = Proc(seedfleet("bench", "--env", "CartPole-v1", "--actors", "1", "--envs-per-actor", "8",
                            "--seconds", "3", "--warmup-s", "1", "--mode", "all", "--json", str(out)))
     assert bench.popen.wait(timeout=240) == 0, bench.output()[-3000:]

@@ -8,9 +8,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from algorithms.r2d2.replay import PrioritizedReplay
-from server.checkpoint import CheckpointMismatch, CheckpointStore, LearnerCheckpoints, newest_checkpoint
-from server.metrics import Metrics
+from seedfleet.algorithms.r2d2.replay import PrioritizedReplay
+from seedfleet.server.checkpoint import (
+    CheckpointMismatch,
+    CheckpointStore,
+    LearnerCheckpoints,
+    RunSetup,
+    newest_checkpoint,
+)
+from seedfleet.server.metrics import Metrics
 
 
 class Weights(tf.Module):
@@ -112,25 +118,67 @@ class _Trainer:
 
         self.lock = threading.Lock()
 
+    def state(self):
+        return None
 
-def _setup(env: str) -> dict:
-    return {"env": env, "algo": "vtrace", "network": {"torso": "auto", "compute_dtype": "float32", "jit_compile": True}}
+
+def _setup(env: str, compute_dtype: str = "float32", jit_compile: bool = True) -> RunSetup:
+    return RunSetup(env, "vtrace", {"torso": "auto", "compute_dtype": compute_dtype, "jit_compile": jit_compile},
+                    {}, {})
 
 
 def test_learner_checkpoints_carry_the_counters_and_refuse_another_setup(tmp_path):
     metrics = Metrics(frame_skip=4)
     metrics.add_inference(10, 0, np.array([3.0]), np.array([7]), np.array([False]))
     store = CheckpointStore(tmp_path)
-    saver = LearnerCheckpoints(store, _Agent(5.0), _Trainer(), metrics, _setup("Pong"), with_replay=False)
+    saver = LearnerCheckpoints(store, _Agent(5.0), _Trainer(), metrics, _setup("Pong"))
     path = saver.save()
     assert json.loads((path / "state.json").read_text())["metrics"]["env_steps"] == 10
 
     resumed = Metrics(frame_skip=4)
     agent = _Agent(0.0)
-    other_dtype = {**_setup("Pong"), "network": {"torso": "auto", "compute_dtype": "bfloat16", "jit_compile": False}}
-    assert LearnerCheckpoints(store, agent, _Trainer(), resumed, other_dtype, False).restore() is not None
+    other_dtype = _setup("Pong", "bfloat16", jit_compile=False)
+    assert LearnerCheckpoints(store, agent, _Trainer(), resumed, other_dtype).restore() is not None
     assert float(agent.model.w[0, 0]) == 5.0
     assert resumed.frames == 40 and resumed.episodes == 1 and resumed.mean_return() == 3.0
 
     with pytest.raises(CheckpointMismatch, match="--fresh"):
-        LearnerCheckpoints(store, _Agent(0.0), _Trainer(), Metrics(4), _setup("Breakout"), False).restore()
+        LearnerCheckpoints(store, _Agent(0.0), _Trainer(), Metrics(4), _setup("Breakout")).restore()
+
+
+def test_a_checkpoint_written_before_families_and_trainer_state_still_restores(tmp_path, caplog):
+    """One written by the layout before: R2D2's replay in `replay.npz`, and the learner's
+    settings still holding `exploration_envs` and `checkpoint_replay` (now R2D2's). The trainer
+    gets its arrays back, and the setup rebuilds configs without the moved keys, saying so."""
+    from seedfleet.algorithms.r2d2.config import R2D2Config
+    from seedfleet.server.checkpoint import read_setup
+    from seedfleet.server.config import LearnerConfig
+
+    learner = {"env": "CartPole-v1", "algo": "r2d2", "seed": 3, "exploration_envs": 64, "checkpoint_replay": True}
+    setup = {"env": "CartPole-v1", "algo": "r2d2", "network": {"torso": "auto", "mlp_sizes": [64, 64]},
+             "agent": {"burn_in": 10, "n_step": 3}, "learner": learner}
+    store = CheckpointStore(tmp_path)
+    path = store.save({"model": Weights(2.0)}, {"setup": setup, "metrics": Metrics(1).state()}, 0,
+                      {"items/reward": np.arange(6.0), "trainer/inserted": np.asarray(6)})
+    (path / "trainer.npz").rename(path / "replay.npz")
+    state = json.loads((path / "state.json").read_text())
+    state["files"]["replay.npz"] = state["files"].pop("trainer.npz")
+    (path / "state.json").write_text(json.dumps(state))
+
+    class Trainer:
+        lock = None
+        restored = None
+
+        def restore(self, arrays):
+            Trainer.restored = arrays
+            return f"replay of {len(arrays['items/reward'])} sequences"
+
+    this_run = RunSetup("CartPole-v1", "r2d2", {"torso": "auto", "mlp_sizes": [64, 64]}, {}, {})
+    with caplog.at_level(logging.INFO, logger="seedfleet.checkpoint"):
+        assert LearnerCheckpoints(store, _Agent(0.0), Trainer(), Metrics(1), this_run).restore() is not None
+    assert list(Trainer.restored["items/reward"]) == list(np.arange(6.0))
+    assert "replay of 6 sequences" in caplog.text
+    config, agent, network = read_setup(path).configs()
+    assert isinstance(config, LearnerConfig) and config.seed == 3 and not hasattr(config, "exploration_envs")
+    assert agent == R2D2Config(burn_in=10, n_step=3) and network.mlp_sizes == (64, 64)
+    assert "exploration_envs" in caplog.text and "checkpoint_replay" in caplog.text  # dropped, with a warning

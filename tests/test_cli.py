@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from deploy.cli import build_parser, main
+from seedfleet.deploy.cli import build_parser, main
 
 
 @pytest.mark.parametrize("command,algo", [("learner", "vtrace"), ("learner", "r2d2"), ("actor", "vtrace"),
@@ -25,8 +25,8 @@ def test_every_flag_is_in_the_readme(command, algo):
 
 
 def test_flags_fill_the_config_dataclasses():
-    from deploy.flags import from_flags
-    from server.assembly import LearnerConfig
+    from seedfleet.deploy.flags import from_flags
+    from seedfleet.server.assembly import LearnerConfig
 
     args = build_parser("learner").parse_args(["--env", "ALE/Pong-v5", "--target-return", "19.5", "--max-frames", "10"])
     config = from_flags(LearnerConfig, args)
@@ -48,7 +48,7 @@ def test_unknown_command_is_an_error(capsys):
 
 
 def test_r2d2_takes_task_defaults_that_flags_still_override():
-    from algorithms.r2d2.config import R2D2Config
+    from seedfleet.algorithms.r2d2.config import R2D2Config
 
     vector = build_parser("run", "r2d2", "CartPole-v1").parse_args([])
     assert (vector.burn_in, vector.unroll_length, vector.n_step, vector.replay_ratio) == (10, 20, 3, 8.0)
@@ -100,9 +100,9 @@ def test_bool_env_vars(monkeypatch, raw, value):
 
 
 def test_tuple_and_float_env_vars_reach_the_configs(monkeypatch):
-    from algorithms.networks import NetworkConfig
-    from deploy.flags import from_flags
-    from server.assembly import LearnerConfig
+    from seedfleet.algorithms.networks import NetworkConfig
+    from seedfleet.deploy.flags import from_flags
+    from seedfleet.server.assembly import LearnerConfig
 
     monkeypatch.setenv("SEEDFLEET_MLP_SIZES", "32, 16,8")
     monkeypatch.setenv("SEEDFLEET_TARGET_RETURN", "19.5")
@@ -166,7 +166,7 @@ def test_user_errors_get_one_line_and_exit_code_2(args, message, capsys, tmp_pat
 
 
 def test_an_unknown_algo_gets_one_line_and_exit_code_2():
-    out = subprocess.run([sys.executable, "-m", "deploy.cli", "learner", "--algo", "ppo"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "seedfleet.deploy.cli", "learner", "--algo", "ppo"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
     assert "unknown --algo 'ppo'" in out.stderr
@@ -180,3 +180,36 @@ def test_without_algo_the_env_picks_the_default_algorithm(env, algo, capsys):
     help_text = " ".join(capsys.readouterr().out.split())
     assert f"or r2d2 (default: {algo})" in help_text
     assert ("--clip-ratio CLIP_RATIO" in help_text) and (("(default: 0.1)" in help_text) == (algo == "appo"))
+
+
+@pytest.mark.parametrize("command", ["learner", "run", "bench"])
+def test_every_preset_names_flags_of_its_command_with_their_types(command):
+    """Each algorithm's task defaults, for every env family and launch, are checked against the
+    command's configs as at start-up: a field renamed without its preset fails here."""
+    from seedfleet.algorithms.registry import ALGORITHMS
+    from seedfleet.deploy.cli import _classes
+    from seedfleet.deploy.flags import check_defaults
+    from seedfleet.envs import FAMILIES
+
+    for algo, entry in ALGORITHMS.items():
+        for family in FAMILIES:
+            check_defaults(entry.task_defaults(family.name, command == "run"), _classes(command, algo))
+
+
+def test_a_preset_key_that_names_no_flag_or_has_the_wrong_type_is_an_error(monkeypatch):
+    import dataclasses
+
+    from seedfleet.algorithms import registry
+    from seedfleet.deploy.flags import PresetError
+
+    entry = registry.ALGORITHMS["vtrace"]
+    for preset, message in (({"unrol_length": 32}, "unrol_length=32 names no flag"),
+                            ({"unroll_length": "32"}, "a int is expected"),
+                            ({"normalize_advantages": 1}, "a bool is expected")):
+        monkeypatch.setitem(registry.ALGORITHMS, "vtrace",
+                            dataclasses.replace(entry, task_defaults=lambda family, run, p=preset: p))
+        with pytest.raises(PresetError, match=message):
+            build_parser("learner", "vtrace", "CartPole-v1")
+    monkeypatch.setitem(registry.ALGORITHMS, "vtrace", dataclasses.replace(entry, task_defaults=lambda f, r: {
+        "learning_rate": 1}))  # an int where a float is expected is fine
+    assert build_parser("learner", "vtrace", "CartPole-v1").parse_args([]).learning_rate == 1

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, Proc, free_port, progress_frames, tool
 
-from deploy import fleet_check
-from deploy.certs import make_credentials
-from deploy.cli import build_parser
-from deploy.requirements import requirements
+from seedfleet.deploy import fleet_check, fleet_throughput
+from seedfleet.deploy.certs import make_credentials
+from seedfleet.deploy.cli import build_parser
+from seedfleet.deploy.requirements import requirements
 
 COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"
 GPU_FILE = ROOT / "deploy" / "docker-compose.gpu.yml"
@@ -52,7 +52,7 @@ def test_dockerfile_targets_entrypoint_user_and_healthcheck():
     for stage in (actor, learner):
         assert 'ENTRYPOINT ["seedfleet"]' in stage and re.search(r"^USER 10001", stage, re.M)
     assert '"/src[actor]"' in actor and "HEALTHCHECK" not in actor
-    assert re.search(r'^HEALTHCHECK .*CMD \["python", "-m", "deploy.healthcheck"\]$', learner, re.M)
+    assert re.search(r'^HEALTHCHECK .*CMD \["python", "-m", "seedfleet.deploy.healthcheck"\]$', learner, re.M)
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", ".venv", "runs", "**/__pycache__", ".pytest_cache", ".ruff_cache", "deploy/secrets"} <= set(ignored)
 
@@ -79,7 +79,7 @@ def test_compose_file_resolves_with_its_defaults():
         "SEEDFLEET_ADDRESS": "[::]:8470"}
     assert learner["environment"]["SEEDFLEET_MAX_FRAMES"] is None  # unset: the flag's own default
     assert [(p["published"], p["target"]) for p in learner["ports"]] == [("8470", 8470)]
-    assert "deploy.healthcheck" in learner["healthcheck"]["test"]
+    assert "seedfleet.deploy.healthcheck" in learner["healthcheck"]["test"]
     assert [(v["source"], v["target"]) for v in learner["volumes"]] == [("data", "/data")]
     assert learner["working_dir"] == "/data"
     for service in (learner, actor):  # the token is a file secret, not a command line or a variable's value
@@ -161,7 +161,7 @@ def test_make_targets_build_and_start_the_fleet():
 
 class LocalFleet:
     """Resolved compose services started as processes on this machine: the image's entrypoint `seedfleet`
-    becomes this Python's `-m deploy.cli`, each volume a directory under `root`, and the learner's gRPC port
+    becomes this Python's `-m seedfleet.deploy.cli`, each volume a directory under `root`, and the learner's gRPC port
     a free one on loopback, for the learner's [::] and the actors' `learner` host alike."""
 
     def __init__(self, config: dict, root: Path, procs: list):
@@ -191,7 +191,7 @@ class LocalFleet:
         assert service.get("entrypoint") is None  # the image's: seedfleet
         cwd = Path(self.local(service.get("working_dir") or str(self.root)))
         cwd.mkdir(parents=True, exist_ok=True)
-        proc = Proc([sys.executable, "-m", "deploy.cli", *service["command"]], env=self.env(name), cwd=cwd)
+        proc = Proc([sys.executable, "-m", "seedfleet.deploy.cli", *service["command"]], env=self.env(name), cwd=cwd)
         self.procs.append(proc)
         return proc
 
@@ -226,6 +226,8 @@ def test_compose_services_run_as_local_processes(tmp_path, procs):
     actors[0].wait_for(fleet_check.ACTOR_STEPS.pattern, timeout=10)  # the lines `make fleet-check` reads
     assert learner.stop(signal.SIGTERM, timeout=30) == 0, learner.output()[-2000:]
     assert fleet_check.learner_frames(learner.lines) and any(map(fleet_check.SAVED.search, learner.lines))
+    window = fleet_throughput.rate(learner.lines, 0, 1)  # the lines `make fleet-throughput` reads
+    assert window is not None and window["frames_per_s"] > 0
     summary = json.loads((tmp_path / "data" / "runs" / "CartPole-v1-vtrace-seed1" / "summary.json").read_text())
     assert summary["env"] == "CartPole-v1" and summary["frames"] >= frames[-1]
 

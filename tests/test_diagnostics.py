@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from algorithms.agent import AgentContext
-from algorithms.impala import vtrace
-from algorithms.impala.agent import ImpalaAgent
-from algorithms.impala.config import ImpalaConfig
-from algorithms.impala.loss import explained_variance, impala_loss, policy_shift, transitions
-from algorithms.networks import NetworkConfig
-from server.metrics import Metrics, Reporter
+from seedfleet.algorithms.agent import AgentContext
+from seedfleet.algorithms.impala import vtrace
+from seedfleet.algorithms.impala.agent import ImpalaAgent
+from seedfleet.algorithms.impala.config import ImpalaConfig
+from seedfleet.algorithms.impala.loss import explained_variance, impala_loss, policy_shift, transitions
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.server.metrics import Metrics, Reporter
 from tests.test_impala import make_batch, time_major
 
 
@@ -168,3 +168,41 @@ def test_the_learning_rate_decay_counts_learner_steps_whatever_the_passes_and_mi
         metrics = agent.learn(batch)
     assert int(agent.optimizer.iterations) == 20  # 5 learner steps x 2 passes x 2 minibatches
     assert metrics["learning_rate"] == pytest.approx(0.5e-3, rel=1e-5)  # half of 1e-3 left after 5 of 10
+
+
+def test_a_trainer_adds_its_own_columns_and_only_its_own(tmp_path):
+    """progress.csv has the columns of the trainer it reports on (R2D2's replay size), and
+    none of another algorithm's."""
+    class Replaying:
+        PROGRESS_COLUMNS = ("replay_size", "replay_bytes_per_step")
+
+        def progress(self):
+            return {"replay_size": 1234.0, "replay_bytes_per_step": 56.5}
+
+    (tmp_path / "r2d2").mkdir()
+    (tmp_path / "vtrace").mkdir()
+    line = Reporter(Metrics(frame_skip=1), tmp_path / "r2d2", lambda: 0, trainer=Replaying()).report()
+    header, row = (tmp_path / "r2d2" / "progress.csv").read_text().splitlines()
+    values = dict(zip(header.split(","), row.split(","), strict=True))
+    assert (values["replay_size"], values["replay_bytes_per_step"]) == ("1234", "56.5")
+    assert "replay size 1,234" in line
+    Reporter(Metrics(frame_skip=1), tmp_path / "vtrace", lambda: 0).report()
+    assert "replay" not in (tmp_path / "vtrace" / "progress.csv").read_text()
+
+
+def test_the_learning_rate_can_fall_to_0_past_the_frame_budget(monkeypatch):
+    """--learning-rate-decay-frames sets the schedule's end apart from --max-frames (a 40M-frame
+    schedule, as CleanRL's PPO anneals over 10M agent steps, in a run read at 20M)."""
+    import dataclasses
+
+    from seedfleet.algorithms.impala import builder
+
+    monkeypatch.setattr(builder, "ImpalaAgent", lambda config, network, context, decay_steps: decay_steps)
+    config = ImpalaConfig(unroll_length=10, batch_size=8, learning_rate_decay=True)
+    context = AgentContext((3,), np.dtype(np.float32), 2, seed=0, max_frames=20_000_000, frame_skip=4)
+    to_budget = builder.make_agent(config, NetworkConfig(), context)
+    longer = builder.make_agent(dataclasses.replace(config, learning_rate_decay_frames=40_000_000), NetworkConfig(),
+                                context)
+    assert to_budget == 20_000_000 // (4 * 8 * 10) and longer == 2 * to_budget
+    with pytest.raises(ValueError, match="set --max-frames"):
+        builder.make_agent(config, NetworkConfig(), AgentContext((3,), np.dtype(np.float32), 2, seed=0))

@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from algorithms.agent import SequenceLayout
+from seedfleet.algorithms.agent import SequenceLayout
 from seedfleet.envs import StepBatch
-from server.env_slots import EnvSlots
+from seedfleet.server.env_slots import EnvSlots
 
 T = 3  # unroll length: 4 rows
 

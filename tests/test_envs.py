@@ -1,8 +1,14 @@
-"""Actor-side envs: Atari preprocessing settings, one frame per step, explicit episode starts."""
+"""Env families: which family claims an id, Atari preprocessing settings, one frame per step,
+explicit episode starts."""
 
 import numpy as np
+import pytest
 
-from seedfleet.envs import EnvBatch, atari_settings
+from seedfleet.envs import family_for, family_named, make_envs
+
+
+def atari_settings(env_id):
+    return family_named("ale").settings(env_id)
 
 
 def test_atari_ids_keep_their_semantics():
@@ -10,11 +16,17 @@ def test_atari_ids_keep_their_semantics():
     assert v5.game == "pong" and v5.repeat_action_probability == 0.25
     assert v5.frame_skip == 4 and v5.image_size == 84 and not v5.full_action_space
     assert atari_settings("PongNoFrameskip-v4").repeat_action_probability == 0.0
-    assert atari_settings("CartPole-v1") is None
+
+
+def test_each_id_goes_to_its_family():
+    ids = ("ALE/Pong-v5", "PongNoFrameskip-v4", "MinAtar/Breakout-v1", "CartPole-v1", "seedfleet/MovingDot-v0")
+    assert [family_for(i).name for i in ids] == ["ale", "ale", "minatar", "gymnasium", "gymnasium"]
+    with pytest.raises(ValueError, match="NoSuchEnv"):
+        make_envs("NoSuchEnv-v0", 1)
 
 
 def test_atari_batch_sends_single_unclipped_frames():
-    envs = EnvBatch("ALE/Breakout-v5", 2, atari_settings("ALE/Breakout-v5"), num_threads=1)
+    envs = make_envs("ALE/Breakout-v5", 2, threads=1)
     try:
         batch = envs.reset(seeds=[0, 1])
         assert batch.observations.shape == (2, 84, 84) and batch.observations.dtype == np.uint8
@@ -31,7 +43,7 @@ def test_atari_batch_sends_single_unclipped_frames():
 
 
 def test_atari_flags_lost_lives_and_the_game_goes_on():
-    envs = EnvBatch("ALE/Breakout-v5", 2, atari_settings("ALE/Breakout-v5"), num_threads=1)
+    envs = make_envs("ALE/Breakout-v5", 2, threads=1)
     try:
         envs.reset(seeds=[0, 1])
         rng = np.random.default_rng(0)
@@ -47,7 +59,7 @@ def test_atari_flags_lost_lives_and_the_game_goes_on():
 
 
 def test_autoreset_is_flagged_as_first_and_carries_no_reward():
-    envs = EnvBatch("CartPole-v1", 4, None)
+    envs = make_envs("CartPole-v1", 4)
     try:
         batch = envs.reset(seeds=[0, 1, 2, 3])
         rng = np.random.default_rng(0)
@@ -68,7 +80,7 @@ def test_autoreset_is_flagged_as_first_and_carries_no_reward():
 def test_atari_groups_alternate_and_each_env_opens_with_first():
     """With 2 groups every env's first observation is marked first, and an env's later
     `first` flags follow its own previous step's end, whichever group order ALE returns."""
-    envs = EnvBatch("ALE/Pong-v5", 8, atari_settings("ALE/Pong-v5"), num_threads=1, groups=2)
+    envs = make_envs("ALE/Pong-v5", 8, threads=1, groups=2)
     try:
         batch = envs.reset(seeds=list(range(8)))
         assert len(envs.ready) == 4 and batch.observations.shape == (4, 84, 84) and batch.first.all()
@@ -88,10 +100,13 @@ def test_atari_groups_alternate_and_each_env_opens_with_first():
         envs.close()
 
 
-def test_groups_need_equal_sizes_and_the_atari_env():
-    import pytest
-
+def test_groups_need_equal_sizes_and_a_family_that_steps_them():
     with pytest.raises(ValueError, match="equal groups"):
-        EnvBatch("ALE/Pong-v5", 6, atari_settings("ALE/Pong-v5"), num_threads=1, groups=4)
-    with pytest.raises(ValueError, match="Atari"):
-        EnvBatch("CartPole-v1", 4, None, groups=2)
+        make_envs("ALE/Pong-v5", 6, threads=1, groups=4)
+    with pytest.raises(ValueError, match="groups need a family"):
+        family_named("gymnasium").make("CartPole-v1", None, 4, groups=2)
+    envs = make_envs("CartPole-v1", 4, groups=2)  # as an actor asks: families that do not step groups step together
+    try:
+        assert envs.group_size == 4
+    finally:
+        envs.close()

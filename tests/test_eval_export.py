@@ -10,12 +10,12 @@ import pytest
 import tensorflow as tf
 from conftest import Proc, seedfleet
 
-from algorithms.networks import NetworkConfig
-from algorithms.r2d2.config import VECTOR_OBSERVATION_DEFAULTS
-from algorithms.registry import ALGORITHMS
-from server.assembly import LearnerConfig, env_config_for, make_agent, run_setup
-from server.checkpoint import CheckpointStore, LearnerCheckpoints
-from server.metrics import Metrics
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.r2d2.config import VECTOR_OBSERVATION_DEFAULTS
+from seedfleet.algorithms.registry import ALGORITHMS
+from seedfleet.server.assembly import LearnerConfig, env_config_for, make_agent
+from seedfleet.server.checkpoint import CheckpointStore, LearnerCheckpoints, RunSetup
+from seedfleet.server.metrics import Metrics
 
 
 def _checkpoint(logdir, algo: str, env: str = "CartPole-v1", network: NetworkConfig | None = None):
@@ -29,9 +29,9 @@ def _checkpoint(logdir, algo: str, env: str = "CartPole-v1", network: NetworkCon
     for module in agent.checkpointed().values():
         for variable in getattr(module, "trainable_variables", ()):
             variable.assign_add(rng.normal(0, 0.3, variable.shape).astype(np.float32))
-    trainer = types.SimpleNamespace(lock=threading.Lock())
+    trainer = types.SimpleNamespace(lock=threading.Lock(), state=lambda: None)
     store = CheckpointStore(logdir / "checkpoints")
-    path = LearnerCheckpoints(store, agent, trainer, Metrics(1), run_setup(config, algo_config, network), False).save()
+    path = LearnerCheckpoints(store, agent, trainer, Metrics(1), RunSetup.of(config, algo_config, network)).save()
     return agent, path
 
 

@@ -11,8 +11,8 @@ import pytest
 from conftest import ROOT
 from test_deploy import COMPOSE_FILE, compose_config
 
-from deploy import fleet_check
-from deploy.engine import Missing, check_build, check_compose
+from seedfleet.deploy import fleet_check
+from seedfleet.deploy.engine import Missing, check_build, check_compose
 
 
 def fake(tmp_path: Path, name: str, script: str) -> list[str]:
@@ -67,6 +67,12 @@ def test_the_fleet_check_parses_and_refuses_without_an_engine():
     done = subprocess.run([sys.executable, "-m", "deploy.fleet_check", "--docker", "/nonexistent/docker"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "fleet check: '/nonexistent/docker' is not installed" in done.stderr
+
+
+def test_the_throughput_run_parses_and_refuses_without_an_engine():
+    done = subprocess.run([sys.executable, "-m", "deploy.fleet_throughput", "--docker", "/nonexistent/docker"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "fleet throughput: '/nonexistent/docker' is not installed" in done.stderr
 
 
 def test_the_fleet_check_uses_the_compose_file_s_services_and_variables():

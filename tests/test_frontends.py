@@ -22,14 +22,14 @@ from conftest import Proc, seedfleet, start_learner
 from raw_streams import RawActor, cartpole_steps, children
 
 from seedfleet.envs import StepBatch
+from seedfleet.server.backend import StepRequest
+from seedfleet.server.link import StepMemory
 from seedfleet.wire import EnvSpec, decode_actions
-from server.backend import StepRequest
-from server.link import StepMemory
 
 
 def front_ends(learner_pid: int) -> list[int]:
     return [pid for pid in children(learner_pid)
-            if b"server.frontend" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+            if b"seedfleet.server.frontend" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
 
 def wait_until(condition, timeout: float, what: str) -> None:
@@ -120,7 +120,7 @@ def front_ends_of(pids: list[int]) -> list[int]:
     out = []
     for pid in pids:
         try:
-            if b"server.frontend" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if b"seedfleet.server.frontend" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 out.append(pid)
         except OSError:
             continue

@@ -1,4 +1,4 @@
-"""The learner's grpc.health.v1 service and `python -m deploy.healthcheck`."""
+"""The learner's grpc.health.v1 service and `python -m seedfleet.deploy.healthcheck`."""
 
 import asyncio
 import os
@@ -12,16 +12,16 @@ import grpc
 from conftest import ROOT, start_learner
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from deploy.healthcheck import LEARNER_ADDRESS, check, local_address
+from seedfleet.deploy.healthcheck import LEARNER_ADDRESS, check, local_address
 
 
 def healthcheck(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "deploy.healthcheck", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "seedfleet.deploy.healthcheck", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=30, env={**os.environ, **(env or {})})
 
 
 def test_wildcard_listen_addresses_are_asked_at_localhost():
-    from server.assembly import LearnerConfig
+    from seedfleet.server.assembly import LearnerConfig
 
     assert LEARNER_ADDRESS == LearnerConfig.address  # the healthcheck's default is the learner's
     assert local_address("[::]:8470") == "localhost:8470"
@@ -41,7 +41,7 @@ def test_the_healthcheck_loads_no_tensorflow():
 
 def test_health_follows_the_servers_life():
     """NOT_SERVING before serving(), SERVING, then NOT_SERVING from stopping() on, for both services asked."""
-    from server.health import SERVICES, add_health
+    from seedfleet.server.health import SERVICES, add_health
 
     async def statuses() -> list[list[str]]:
         server = grpc.aio.server()

@@ -1,7 +1,7 @@
 """Learning from frames: a task that needs the learner's frame stack, and acting and
 training that see the same inputs.
 
-MovingDot (seedfleet/moving_dot.py) pays for naming the direction a dot moves in: one
+MovingDot (seedfleet/envs/moving_dot.py) pays for naming the direction a dot moves in: one
 frame cannot tell it, two can. The learner's own path (EnvSlots, InferenceEngine, the
 Nature torso, frame stacking, V-trace) must solve it, and must fail it without the stack.
 """
@@ -11,11 +11,11 @@ import pytest
 import tensorflow as tf
 from in_process import train
 
-from algorithms.agent import AgentContext
-from algorithms.impala.agent import ImpalaAgent
-from algorithms.impala.config import ImpalaConfig
-from algorithms.networks import NetworkConfig
-from seedfleet.moving_dot import MovingDot
+from seedfleet.algorithms.agent import AgentContext
+from seedfleet.algorithms.impala.agent import ImpalaAgent
+from seedfleet.algorithms.impala.config import ImpalaConfig
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.envs.moving_dot import MovingDot
 
 pytestmark = pytest.mark.serial  # rates and wall time: run alone (Makefile)
 

@@ -4,18 +4,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from algorithms import optim
-from algorithms.agent import AgentContext, Unroll
-from algorithms.impala.agent import ImpalaAgent
-from algorithms.impala.config import ImpalaConfig
-from algorithms.impala.loss import (
+from seedfleet.algorithms import optim
+from seedfleet.algorithms.agent import AgentContext, Unroll
+from seedfleet.algorithms.impala.agent import ImpalaAgent
+from seedfleet.algorithms.impala.config import ImpalaConfig
+from seedfleet.algorithms.impala.loss import (
     clipped_surrogate_loss,
     impala_loss,
     normalized,
     one_step_advantages,
     transitions,
 )
-from algorithms.networks import NetworkConfig
+from seedfleet.algorithms.networks import NetworkConfig
 
 
 def make_batch(rng, T=6, B=4, obs_dim=3, num_actions=2):

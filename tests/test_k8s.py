@@ -17,9 +17,9 @@ import pytest
 import yaml
 from conftest import ROOT, Proc, free_port, progress_frames, tool
 
-from deploy.certs import make_credentials
-from deploy.cli import build_parser
-from deploy.healthcheck import check
+from seedfleet.deploy.certs import make_credentials
+from seedfleet.deploy.cli import build_parser
+from seedfleet.deploy.healthcheck import check
 
 K8S = ROOT / "deploy" / "k8s"
 KUBERNETES_VERSION = "1.37.0"  # the newest schemas kubernetes-validate carries
@@ -131,7 +131,7 @@ def test_every_container_variable_and_argument_parses_as_a_seedfleet_flag(monkey
 
 class LocalPods:
     """Containers of the rendered objects started as processes here: the image's entrypoint becomes
-    this Python's `-m deploy.cli`, each volume a directory under `root` (the token Secret: a folder
+    this Python's `-m seedfleet.deploy.cli`, each volume a directory under `root` (the token Secret: a folder
     with `make certs`' token), and the learner's port a free one on loopback, both for its [::] and
     for the Service name `learner` the actors dial."""
 
@@ -168,7 +168,7 @@ class LocalPods:
         env["PYTHONPATH"] = str(ROOT)
         cwd = Path(self.local(container["workingDir"], mounts)) if "workingDir" in container else self.root
         assert container.get("command", IMAGE_ENTRYPOINT) == IMAGE_ENTRYPOINT
-        proc = Proc([sys.executable, "-m", "deploy.cli", *container["args"]], env=env, cwd=cwd)
+        proc = Proc([sys.executable, "-m", "seedfleet.deploy.cli", *container["args"]], env=env, cwd=cwd)
         self.procs.append(proc)
         return proc
 

@@ -4,7 +4,18 @@ import json
 import signal
 import sys
 
-from bench.learn import BEGIN, CASES, END, VARIANT_FILE, keep_all, read_curve, report, return_at, run_command, run_until
+from seedfleet.bench.learn import (
+    BEGIN,
+    CASES,
+    END,
+    VARIANT_FILE,
+    keep_all,
+    read_curve,
+    report,
+    return_at,
+    run_command,
+    run_until,
+)
 
 
 def _fake_run(logdir, rows, summary):

@@ -44,7 +44,7 @@ def test_a_failed_trainer_still_writes_its_summary_marked_failed_and_keeps_no_ne
 def test_compute_dtype_auto_picks_bfloat16_only_on_amx_cpus():
     from pathlib import Path
 
-    from server.assembly import resolve_compute_dtype
+    from seedfleet.server.assembly import resolve_compute_dtype
 
     assert resolve_compute_dtype("float32", "/CPU:0") == "float32"
     assert resolve_compute_dtype("bfloat16", "/GPU:0") == "bfloat16"
@@ -56,8 +56,8 @@ def test_compute_dtype_auto_picks_bfloat16_only_on_amx_cpus():
 def test_compute_dtype_auto_takes_onednn_bfloat16_without_xla_on_amx_cpus():
     from pathlib import Path
 
-    from algorithms.networks import NetworkConfig
-    from server.assembly import resolve_network
+    from seedfleet.algorithms.networks import NetworkConfig
+    from seedfleet.server.assembly import resolve_network
 
     amx = "amx_bf16" in Path("/proc/cpuinfo").read_text()
     auto = resolve_network(NetworkConfig(), "/CPU:0")

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from server.assembly import bounded
+from seedfleet.server.assembly import bounded
 
 
 def test_a_hung_teardown_step_is_logged_and_passed_over(caplog):

@@ -1,6 +1,6 @@
 """The load tool drives a learner of its own with synthetic streams and reports on it."""
 
-from bench.load import LoadConfig, run_load
+from seedfleet.bench.load import LoadConfig, run_load
 
 
 def test_a_short_load_run_is_served_without_errors():

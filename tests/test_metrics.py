@@ -8,16 +8,16 @@ import time
 import numpy as np
 import pytest
 
-from algorithms.agent import AgentContext
-from algorithms.impala.agent import ImpalaAgent
-from algorithms.impala.config import ImpalaConfig
-from algorithms.networks import NetworkConfig
+from seedfleet.algorithms.agent import AgentContext
+from seedfleet.algorithms.impala.agent import ImpalaAgent
+from seedfleet.algorithms.impala.config import ImpalaConfig
+from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.envs import StepBatch
+from seedfleet.server.env_slots import EnvSlots
+from seedfleet.server.inference import InferenceEngine, StepRequest
+from seedfleet.server.metrics import Metrics, Reporter
+from seedfleet.server.unroll_queue import UnrollQueue
 from seedfleet.stage_clock import StageClock
-from server.env_slots import EnvSlots
-from server.inference import InferenceEngine, StepRequest
-from server.metrics import Metrics, Reporter
-from server.unroll_queue import UnrollQueue
 
 
 def test_evaluation_envs_steps_are_counted_apart_from_the_frame_budget():

@@ -6,11 +6,11 @@ import sys
 
 from conftest import ROOT
 
-from server.native_logs import STARTUP_LINES
+from seedfleet.server.native_logs import STARTUP_LINES
 
 FILTER_SCRIPT = """
 import os, re, sys
-from server.native_logs import stderr_filtered
+from seedfleet.server.native_logs import stderr_filtered
 with stderr_filtered((re.compile(r"chatter"),)):
     os.write(2, b"I0000 native chatter\\n")
     os.write(2, b"E0000 a real native error\\n")
@@ -32,12 +32,12 @@ def test_the_filter_drops_only_matching_lines_and_keeps_the_order():
 
 
 def test_commands_that_load_tensorflow_start_quietly_unless_verbose():
-    quiet = _run("-m", "deploy.cli", "learner", "--help")
+    quiet = _run("-m", "seedfleet.deploy.cli", "learner", "--help")
     assert quiet.returncode == 0 and "--verbose" in quiet.stdout
     assert not [line for line in quiet.stderr.splitlines() if any(p.search(line) for p in STARTUP_LINES)]
     assert "cuInit" not in quiet.stderr, quiet.stderr
-    for loud in (_run("-m", "deploy.cli", "learner", "--help", "--verbose"),
-                 _run("-m", "deploy.cli", "learner", "--help", env={"TF_CPP_MIN_LOG_LEVEL": "0"})):
+    for loud in (_run("-m", "seedfleet.deploy.cli", "learner", "--help", "--verbose"),
+                 _run("-m", "seedfleet.deploy.cli", "learner", "--help", env={"TF_CPP_MIN_LOG_LEVEL": "0"})):
         assert loud.returncode == 0
         dropped = [line for line in loud.stderr.splitlines() if any(p.search(line) for p in STARTUP_LINES)]
         assert dropped, loud.stderr  # the lines the quiet start hid are TensorFlow's own, here too

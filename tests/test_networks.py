@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from algorithms.networks import NetworkConfig, PolicyValueNet, stack_frames
+from seedfleet.algorithms.networks import NetworkConfig, PolicyValueNet, stack_frames
 
 
 def reference_stack(frames, first, history):

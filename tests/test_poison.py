@@ -5,16 +5,16 @@ actor, the slots or the trainer."""
 import numpy as np
 import tensorflow as tf
 
-from algorithms.agent import AgentContext, Unroll
-from algorithms.impala.agent import ImpalaAgent
-from algorithms.impala.config import ImpalaConfig
-from algorithms.networks import NetworkConfig
-from algorithms.trainer import MAX_NONFINITE_IN_A_ROW, NonFiniteTraining, OnPolicyTrainer
+from seedfleet.algorithms.agent import AgentContext, Unroll
+from seedfleet.algorithms.impala.agent import ImpalaAgent
+from seedfleet.algorithms.impala.config import ImpalaConfig
+from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.trainer import MAX_NONFINITE_IN_A_ROW, NonFiniteTraining, OnPolicyTrainer
 from seedfleet.envs import StepBatch
-from server.env_slots import EnvSlots
-from server.inference import InferenceEngine, PolicyOutputError, StepRequest
-from server.metrics import Metrics
-from server.unroll_queue import UnrollQueue
+from seedfleet.server.env_slots import EnvSlots
+from seedfleet.server.inference import InferenceEngine, PolicyOutputError, StepRequest
+from seedfleet.server.metrics import Metrics
+from seedfleet.server.unroll_queue import UnrollQueue
 
 
 class PolicyPoisonedByInf:

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from algorithms import optim
-from algorithms.agent import Unroll
-from algorithms.networks import DuelingQNet, NetworkConfig
-from algorithms.r2d2.config import R2D2Config, ape_x_epsilons
-from algorithms.r2d2.loss import r2d2_loss
+from seedfleet.algorithms import optim
+from seedfleet.algorithms.agent import Unroll
+from seedfleet.algorithms.networks import DuelingQNet, NetworkConfig
+from seedfleet.algorithms.r2d2.config import R2D2Config, ape_x_epsilons
+from seedfleet.algorithms.r2d2.loss import r2d2_loss
 
 A = 3
 
@@ -126,8 +126,8 @@ def test_one_training_step_lowers_the_loss_on_a_fixed_batch():
 
 
 def test_acting_is_epsilon_greedy_per_env_and_remembers_the_action():
-    from algorithms.agent import AgentContext
-    from algorithms.r2d2.agent import R2D2Agent
+    from seedfleet.algorithms.agent import AgentContext
+    from seedfleet.algorithms.r2d2.agent import R2D2Agent
 
     agent = R2D2Agent(R2D2Config(burn_in=2, unroll_length=4), NetworkConfig(mlp_sizes=(8,), lstm_size=4),
                       AgentContext((4,), np.dtype(np.float32), A, seed=0, max_envs=4))

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from algorithms.r2d2.loss import inverse_value_rescale, n_step_returns, value_rescale
+from seedfleet.algorithms.r2d2.loss import inverse_value_rescale, n_step_returns, value_rescale
 
 
 def test_value_rescale_at_three():

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from algorithms.agent import Unroll
-from algorithms.r2d2.config import R2D2Config
-from algorithms.r2d2.trainer import RATIO_TOLERANCE_BATCHES, ReplayTrainer
-from server.metrics import Metrics
-from server.unroll_queue import UnrollQueue
+from seedfleet.algorithms.agent import Unroll
+from seedfleet.algorithms.r2d2.config import R2D2Config
+from seedfleet.algorithms.r2d2.trainer import RATIO_TOLERANCE_BATCHES, ReplayTrainer
+from seedfleet.server.metrics import Metrics
+from seedfleet.server.unroll_queue import UnrollQueue
 
 BATCH, CHUNK, RATIO = 4, 4, 2.0
 
@@ -71,15 +71,18 @@ def test_a_replay_saved_in_another_layout_is_refused_not_half_loaded():
     """A checkpoint's replay whose items are not laid out as an Unroll (Q values at the
     top level, as before the Unroll record) raises ValueError, on which the learner starts
     with an empty replay, instead of failing the trainer thread at its first insert."""
-    config = R2D2Config(replay_capacity=8)
+    config = R2D2Config(replay_capacity=8, checkpoint_replay=True)
     trainer = ReplayTrainer(SlowAgent(), UnrollQueue(capacity=8, batch_size=BATCH), Metrics(frame_skip=1),
                             "/cpu:0", config, seed=0)
     trainer.replay.add(chunk().as_nest(), np.ones(CHUNK))
-    saved = trainer.replay_arrays()
+    saved = trainer.state()
     fresh = ReplayTrainer(SlowAgent(), UnrollQueue(capacity=8, batch_size=BATCH), Metrics(frame_skip=1),
                           "/cpu:0", config, seed=0)
-    fresh.restore_replay(saved)
-    assert fresh.replay_size() == CHUNK
+    assert fresh.restore(saved) == f"replay of {CHUNK:,} sequences"
+    assert fresh.progress()["replay_size"] == CHUNK
     older = {("items/q" if key == "items/action" else key): value for key, value in saved.items()}
     with pytest.raises(ValueError, match="laid out otherwise"):
-        fresh.restore_replay(older)
+        fresh.restore(older)
+    without = ReplayTrainer(SlowAgent(), UnrollQueue(capacity=8, batch_size=BATCH), Metrics(frame_skip=1),
+                            "/cpu:0", R2D2Config(replay_capacity=8), seed=0)
+    assert without.state() is None  # the replay goes into checkpoints only when asked

@@ -10,8 +10,8 @@ import pytest
 import tensorflow as tf
 from conftest import Proc, seedfleet, start_learner
 
-from deploy import fleet_check
-from server.checkpoint import CheckpointStore
+from seedfleet.deploy import fleet_check
+from seedfleet.server.checkpoint import CheckpointStore
 
 
 def _all_checkpoints_read_back(directory) -> list[dict]:

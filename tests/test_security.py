@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 from conftest import Proc, seedfleet, start_learner
 
-from actor_client.actor import Actor, ActorConfig
-from deploy.certs import make_credentials
-from deploy.healthcheck import check
+from seedfleet.actor_client.actor import Actor, ActorConfig
+from seedfleet.deploy.certs import make_credentials
+from seedfleet.deploy.healthcheck import check
 from seedfleet.errors import UsageError
 from seedfleet.security import channel_credentials, is_local_address, is_local_peer, token_metadata
+from seedfleet.server.actor_port import secure_server
+from seedfleet.server.config import LearnerConfig
+from seedfleet.server.metrics import Metrics
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from seedfleet.wire import PROTOCOL_VERSION
-from server.actor_port import secure_server
-from server.config import LearnerConfig
-from server.metrics import Metrics
 
 
 @pytest.fixture(scope="module")

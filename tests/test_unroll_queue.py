@@ -4,8 +4,8 @@ import threading
 
 import numpy as np
 
-from algorithms.agent import Unroll
-from server.unroll_queue import UnrollQueue
+from seedfleet.algorithms.agent import Unroll
+from seedfleet.server.unroll_queue import UnrollQueue
 
 
 def chunk(start: int, n: int) -> Unroll:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from algorithms.impala import vtrace
+from seedfleet.algorithms.impala import vtrace
 
 
 def reference_vtrace(log_rhos, discounts, rewards, values, bootstrap, rho_bar, pg_rho_bar, lam):

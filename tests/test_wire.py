@@ -96,13 +96,29 @@ def test_observations_outside_the_space_are_refused():
                 decode_steps(msg.steps, (0, 1), (4,), np.dtype(np.float32), bounds=(low, high))
 
 
-def test_atari_settings_survive_the_wire():
-    from seedfleet.envs import atari_settings
+def test_each_family_describes_its_envs_and_an_actor_builds_the_same_from_the_wire():
+    """The EnvConfig names the family and carries its settings; read back on the other side
+    (after serialisation) it builds envs of the shape the learner probed. A config from a
+    learner that names no family still works: Atari by its preprocessing, else by the id."""
+    from seedfleet.envs import describe, family_named, family_of, make_envs_from
     from seedfleet.v1 import actor_learner_pb2 as pb
-    from seedfleet.wire import atari_from_proto, atari_to_proto
 
-    settings = atari_settings("ALE/Pong-v5")
-    config = pb.EnvConfig(env_id="ALE/Pong-v5")
-    config.atari.CopyFrom(atari_to_proto(settings))
-    assert atari_from_proto(pb.EnvConfig.FromString(config.SerializeToString())) == settings
-    assert atari_from_proto(pb.EnvConfig(env_id="CartPole-v1")) is None
+    for env_id, family, settings_field in (("ALE/Pong-v5", "ale", "atari"), ("MinAtar/Breakout-v1", "minatar", None),
+                                           ("CartPole-v1", "gymnasium", None)):
+        config, frame_skip = describe(env_id, seed=7)
+        wire = pb.EnvConfig.FromString(config.SerializeToString())
+        assert (wire.family, wire.WhichOneof("settings"), wire.seed) == (family, settings_field, 7)
+        assert frame_skip == (4 if family == "ale" else 1)
+        envs = make_envs_from(wire, 2, threads=1)
+        try:
+            assert envs.observation_shape == tuple(wire.observation.shape) and envs.num_actions == wire.num_actions
+        finally:
+            envs.close()
+        old = pb.EnvConfig.FromString(wire.SerializeToString())
+        old.ClearField("family")
+        assert family_of(old).name == family
+    pong, _ = describe("ALE/Pong-v5", 0)
+    assert family_named("ale").settings_from_proto(pong).repeat_action_probability == 0.25
+    with pytest.raises(ValueError, match="not known here"):
+        family_of(pb.EnvConfig(env_id="X-v0", family="no-such-family"))
+

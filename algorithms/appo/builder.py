@@ -6,7 +6,7 @@ gradient steps, the policy loss is the clipped surrogate on V-trace targets
 
 from __future__ import annotations
 
-from algorithms.impala.builder import ATARI_ENVS_PER_ACTOR, ATARI_MAX_FRAMES
+from seedfleet.algorithms.impala.builder import ATARI_MAX_FRAMES, FAMILY_LAUNCH
 
 # Everywhere: PPO's schedule on V-trace targets (CleanRL's ppo_atari.py and Sample Factory's
 # Atari APPO: 4 passes, clip 0.1, normalised advantages, lambda 0.95; Adam with eps 1e-5, as
@@ -38,10 +38,9 @@ ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
     "queue_unrolls": 64,
 }
 
+FAMILY_DEFAULTS = {"ale": {**ATARI_DEFAULTS, "max_frames": ATARI_MAX_FRAMES}}  # by env family (seedfleet/envs)
 
-def task_defaults(atari: bool, run: bool) -> dict:
-    """APPO's schedule everywhere; on ALE ids the Atari defaults and their frame budget."""
-    if not atari:
-        return dict(APPO_DEFAULTS)
-    launch = {"envs_per_actor": ATARI_ENVS_PER_ACTOR} if run else {}
-    return {**APPO_DEFAULTS, **ATARI_DEFAULTS, "max_frames": ATARI_MAX_FRAMES, **launch}
+
+def task_defaults(family: str, run: bool) -> dict:
+    """APPO's schedule everywhere; on ALE the Atari defaults and their frame budget."""
+    return {**APPO_DEFAULTS, **FAMILY_DEFAULTS.get(family, {}), **(FAMILY_LAUNCH.get(family, {}) if run else {})}

@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from algorithms import optim
-from algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
-from algorithms.distribute import DataParallel
-from algorithms.impala.config import ImpalaConfig
-from algorithms.impala.loss import impala_loss, masked_mean
-from algorithms.networks import NetworkConfig, PolicyValueNet
+from seedfleet.algorithms import optim
+from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
+from seedfleet.algorithms.distribute import DataParallel
+from seedfleet.algorithms.impala.config import ImpalaConfig
+from seedfleet.algorithms.impala.loss import impala_loss, masked_mean
+from seedfleet.algorithms.networks import NetworkConfig, PolicyValueNet
 from seedfleet.errors import UsageError
 
 

@@ -15,6 +15,7 @@ class ImpalaConfig:
     optimizer_epsilon: float = 1e-5  # Adam's or RMSProp's epsilon
     rmsprop_decay: float = 0.99  # RMSProp's rho (decay of the mean square)
     learning_rate_decay: bool = False  # the learning rate falls linearly to 0 at --max-frames
+    learning_rate_decay_frames: int = 0  # ... or at this many frames instead (0: --max-frames); a run may stop sooner
     baseline_cost: float = 0.5  # weight of the value loss 0.5 * (v_s - V(x_s))^2
     entropy_cost: float = 0.01  # weight of the entropy bonus
     max_grad_norm: float = 40.0  # gradients are clipped to this global norm
@@ -22,7 +23,7 @@ class ImpalaConfig:
     clip_pg_rho_threshold: float = 1.0  # rho_bar of the policy-gradient advantage
     vtrace_lambda: float = 1.0  # lambda of the V-trace traces c_t
     reward_clip: float = 1.0  # rewards are clipped to [-c, c] for training; 0 turns it off
-    life_loss_terminal: bool = False  # training ends the episode at a lost life (Atari); returns stay game scores
+    life_loss_terminal: bool = False  # Atari: training ends the episode at a lost life; returns stay game scores
     normalize_advantages: bool = False  # policy-gradient advantages scaled to mean 0, std 1 over each batch
     epochs: int = 1  # passes over each batch (APPO: several, with --clip-ratio)
     minibatches: int = 1  # each pass cuts the batch into this many minibatches of whole unrolls, one step each

@@ -22,10 +22,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from algorithms.agent import Unroll
-from algorithms.impala import vtrace
-from algorithms.impala.config import ImpalaConfig
-from algorithms.networks import PolicyValueNet
+from seedfleet.algorithms.agent import Unroll
+from seedfleet.algorithms.impala import vtrace
+from seedfleet.algorithms.impala.config import ImpalaConfig
+from seedfleet.algorithms.networks import PolicyValueNet
 
 
 def transitions(batch: Unroll, config: ImpalaConfig) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:

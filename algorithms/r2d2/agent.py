@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from algorithms import optim
-from algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
-from algorithms.distribute import DataParallel
-from algorithms.networks import DuelingQNet, NetworkConfig
-from algorithms.r2d2.config import R2D2Config
-from algorithms.r2d2.loss import q_of_actions, r2d2_loss, sequence_priorities, sequence_td
+from seedfleet.algorithms import optim
+from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
+from seedfleet.algorithms.distribute import DataParallel
+from seedfleet.algorithms.networks import DuelingQNet, NetworkConfig
+from seedfleet.algorithms.r2d2.config import R2D2Config
+from seedfleet.algorithms.r2d2.loss import q_of_actions, r2d2_loss, sequence_priorities, sequence_td
 
 EVAL_EPSILON = 0.001  # exploration of evaluation envs
 

@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import dataclasses
 
-from algorithms.agent import AgentContext
-from algorithms.networks import NetworkConfig, is_image
-from algorithms.r2d2.agent import R2D2Agent
-from algorithms.r2d2.config import ALL_ENV_DEFAULTS, VECTOR_OBSERVATION_DEFAULTS, R2D2Config, ape_x_epsilons
-from algorithms.r2d2.trainer import ReplayTrainer
-from algorithms.trainer import LearnerStepRecorder, UnrollSource
+from seedfleet.algorithms.agent import AgentContext
+from seedfleet.algorithms.networks import NetworkConfig, is_image
+from seedfleet.algorithms.r2d2.agent import R2D2Agent
+from seedfleet.algorithms.r2d2.config import (
+    ALL_ENV_DEFAULTS,
+    FAMILY_DEFAULTS,
+    VECTOR_OBSERVATION_DEFAULTS,
+    R2D2Config,
+    ape_x_epsilons,
+)
+from seedfleet.algorithms.r2d2.trainer import ReplayTrainer
+from seedfleet.algorithms.trainer import LearnerStepRecorder, UnrollSource
 
 
-def task_defaults(atari: bool, run: bool) -> dict:
-    """The paper's values on Atari, smaller ones elsewhere (config.py). `seedfleet run`
+def task_defaults(family: str, run: bool) -> dict:
+    """The paper's values on Atari, the env family's own elsewhere (config.py). `seedfleet run`
     starts one evaluation actor: under Ape-X epsilons (up to 0.4) the training returns
     say little of the policy, so progress and --target-return read the evaluation episodes."""
-    return {**ALL_ENV_DEFAULTS, **({} if atari else VECTOR_OBSERVATION_DEFAULTS), **({"eval_actors": 1} if run else {})}
+    family_defaults = FAMILY_DEFAULTS.get(family, VECTOR_OBSERVATION_DEFAULTS)
+    return {**ALL_ENV_DEFAULTS, **family_defaults, **({"eval_actors": 1} if run else {})}
 
 
 def make_agent(config: R2D2Config, network: NetworkConfig, context: AgentContext) -> R2D2Agent:
@@ -25,7 +32,7 @@ def make_agent(config: R2D2Config, network: NetworkConfig, context: AgentContext
         size = (512 if min(shape[:2]) >= 36 else 128) if is_image(shape) else 64
         network = dataclasses.replace(network, lstm_size=size)
     agent = R2D2Agent(config, network, context)
-    agent.set_epsilons(ape_x_epsilons(context.exploration_envs or context.max_envs))
+    agent.set_epsilons(ape_x_epsilons(config.exploration_envs or context.launched_envs or context.max_envs))
     return agent
 
 

@@ -26,6 +26,8 @@ class R2D2Config:
     replay_capacity: int = 10_000  # sequences kept in replay (Atari: about 8.6 GB once full)
     min_replay_size: int = 100  # sequences in replay before training starts
     replay_ratio: float = 2.0  # sequences trained on per sequence inserted, held both ways by the learner
+    exploration_envs: int = 0  # N of the Ape-X epsilons over env ids 0..N-1 (0: the envs `run` starts, else max_envs)
+    checkpoint_replay: bool = False  # checkpoints hold the replay too (bytes/step x steps stored: GBs on Atari)
 
 
 # The defaults above are the paper's, for Atari. Envs with vector observations (CartPole
@@ -43,6 +45,15 @@ VECTOR_OBSERVATION_DEFAULTS: dict[str, float | int] = {
     "min_replay_size": 64,
     "replay_ratio": 8.0,
     "replay_capacity": 20_000,
+}
+
+# By env family (seedfleet/envs): ALE keeps the paper's values above; any family not named here
+# (gymnasium's, Catch, one added later) takes the vector values. MinAtar's boards take them too:
+# its curves in BENCHMARKS.md ("R2D2 on MinAtar Breakout") were run with them, and a 5-step
+# target tracked the 3-step one at equal learner steps.
+FAMILY_DEFAULTS: dict[str, dict[str, float | int]] = {
+    "ale": {},
+    "minatar": {**VECTOR_OBSERVATION_DEFAULTS},
 }
 
 # Defaults for R2D2 on every env. Its training step unrolls the LSTM over burn-in + T steps

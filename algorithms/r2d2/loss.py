@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from algorithms.agent import Unroll
-from algorithms.networks import DuelingQNet
-from algorithms.r2d2.config import R2D2Config
+from seedfleet.algorithms.agent import Unroll
+from seedfleet.algorithms.networks import DuelingQNet
+from seedfleet.algorithms.r2d2.config import R2D2Config
 
 
 def value_rescale(x, eps: float = 1e-3) -> tf.Tensor:

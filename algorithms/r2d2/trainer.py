@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from algorithms.agent import ROW_FIELDS, Unroll
-from algorithms.r2d2.agent import R2D2Agent
-from algorithms.r2d2.config import R2D2Config
-from algorithms.r2d2.replay import PrioritizedReplay
-from algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
+from seedfleet.algorithms.agent import ROW_FIELDS, Unroll
+from seedfleet.algorithms.r2d2.agent import R2D2Agent
+from seedfleet.algorithms.r2d2.config import R2D2Config
+from seedfleet.algorithms.r2d2.replay import PrioritizedReplay
+from seedfleet.algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
 from seedfleet.threads import name_this_thread
 
 
@@ -73,22 +73,29 @@ class ReplayTrainer(TrainerThread):
         self.inserted = 0
         self.trained = 0
 
-    def replay_arrays(self) -> dict[str, np.ndarray]:
-        """The replay and the replay-ratio counters as arrays (call with `lock` held)."""
+    PROGRESS_COLUMNS = ("replay_size", "replay_bytes_per_step")
+
+    def state(self) -> dict[str, np.ndarray] | None:
+        """With `checkpoint_replay`, the replay and the replay-ratio counters as arrays (call
+        with `lock` held); else None, and a restored run starts with an empty replay."""
+        if not self.config.checkpoint_replay:
+            return None
         return {**self.replay.to_arrays(), "trainer/inserted": np.asarray(self.inserted),
                 "trainer/trained": np.asarray(self.trained)}
 
-    def restore_replay(self, arrays: dict[str, np.ndarray]) -> None:
-        """Loads what `replay_arrays` gave; raises ValueError if it does not fit this replay
-        (another capacity, or items laid out otherwise than an Unroll)."""
+    def restore(self, arrays: dict[str, np.ndarray]) -> str:
+        """Loads what `state` gave; raises ValueError if it does not fit this replay (another
+        capacity, or items laid out otherwise than an Unroll)."""
         fields = {key.split("/")[1] for key in arrays if key.startswith("items/")}
         if fields - {*ROW_FIELDS, "extras", "state"}:
             raise ValueError(f"its items are laid out otherwise: {sorted(fields)}")
         self.replay.load_arrays({k: v for k, v in arrays.items() if not k.startswith("trainer/")})
         self.inserted, self.trained = int(arrays["trainer/inserted"]), int(arrays["trainer/trained"])
+        return f"replay of {len(self.replay):,} sequences"
 
-    def replay_size(self) -> int:
-        return len(self.replay)
+    def progress(self) -> dict[str, float]:
+        return {"replay_size": float(len(self.replay)),
+                "replay_bytes_per_step": self.replay.bytes_per_step(self.config.unroll_length)}
 
     def _owed(self) -> float:
         """Sequences of training the replay ratio asks for and the learner has not done."""
@@ -131,8 +138,6 @@ class ReplayTrainer(TrainerThread):
                     if not float(out.get("skipped_steps", 0.0)):  # a skipped step's priorities are not finite
                         self.replay.update_priorities(indices, priorities.numpy())
                     self.trained += self.agent.batch_size
-                out["replay/size"] = float(len(self.replay))
-                out["replay/bytes_per_step"] = self.replay.bytes_per_step(self.config.unroll_length)
                 self.record_step(out)
         except BaseException as error:  # noqa: BLE001 - reported by the main loop
             self.error = error

@@ -61,20 +61,24 @@ class AtariPreprocessing(_message.Message):
     def __init__(self, frame_skip: _Optional[int] = ..., image_size: _Optional[int] = ..., noop_max: _Optional[int] = ..., repeat_action_probability: _Optional[float] = ..., max_frames_per_episode: _Optional[int] = ..., full_action_space: _Optional[bool] = ..., game: _Optional[str] = ...) -> None: ...
 
 class EnvConfig(_message.Message):
-    __slots__ = ("env_id", "env_ids", "seed", "observation", "num_actions", "atari")
+    __slots__ = ("env_id", "env_ids", "seed", "observation", "num_actions", "family", "atari", "settings_json")
     ENV_ID_FIELD_NUMBER: _ClassVar[int]
     ENV_IDS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     NUM_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
     ATARI_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_JSON_FIELD_NUMBER: _ClassVar[int]
     env_id: str
     env_ids: _containers.RepeatedScalarFieldContainer[int]
     seed: int
     observation: ObservationSpec
     num_actions: int
+    family: str
     atari: AtariPreprocessing
-    def __init__(self, env_id: _Optional[str] = ..., env_ids: _Optional[_Iterable[int]] = ..., seed: _Optional[int] = ..., observation: _Optional[_Union[ObservationSpec, _Mapping]] = ..., num_actions: _Optional[int] = ..., atari: _Optional[_Union[AtariPreprocessing, _Mapping]] = ...) -> None: ...
+    settings_json: str
+    def __init__(self, env_id: _Optional[str] = ..., env_ids: _Optional[_Iterable[int]] = ..., seed: _Optional[int] = ..., observation: _Optional[_Union[ObservationSpec, _Mapping]] = ..., num_actions: _Optional[int] = ..., family: _Optional[str] = ..., atari: _Optional[_Union[AtariPreprocessing, _Mapping]] = ..., settings_json: _Optional[str] = ...) -> None: ...
 
 class Steps(_message.Message):
     __slots__ = ("env_ids", "observations", "rewards", "terminated", "truncated", "first", "life_lost", "actions_read")

@@ -1,0 +1,17 @@
+"""Env families behind one interface (family.py), picked by id in one registry
+(registry.py): gymnasium, ALE's C++ vector env, MinAtar, Catch."""
+
+from seedfleet.envs.family import EnvFamily, StepBatch, VectorEnvs
+from seedfleet.envs.registry import (
+    FAMILIES,
+    describe,
+    family_for,
+    family_named,
+    family_of,
+    make_envs,
+    make_envs_from,
+    observation_bounds,
+)
+
+__all__ = ["FAMILIES", "EnvFamily", "StepBatch", "VectorEnvs", "describe", "family_for", "family_named", "family_of",
+           "make_envs", "make_envs_from", "observation_bounds"]

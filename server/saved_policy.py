@@ -1,0 +1,38 @@
+"""A checkpoint's policy, rebuilt for `seedfleet eval` and `seedfleet export`.
+
+The agent is rebuilt from the run setup the checkpoint recorded (server/checkpoint.py,
+`RunSetup`: env, algo, network and agent configs), read with the same checks a restore
+makes (format, file sizes, the variables' checksums).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import tensorflow as tf
+
+from seedfleet.algorithms.agent import Agent
+from seedfleet.server.assembly import compute_device, env_config_for, make_agent
+from seedfleet.server.checkpoint import load_variables, newest_checkpoint, read_setup
+from seedfleet.v1 import actor_learner_pb2 as pb
+
+
+@dataclass
+class LoadedPolicy:
+    agent: Agent
+    env_config: pb.EnvConfig
+    checkpoint: Path
+    device: str
+
+
+def load_policy(path: str | Path) -> LoadedPolicy:
+    """The agent of a checkpoint (or a log dir's newest), rebuilt from its recorded setup."""
+    checkpoint = newest_checkpoint(Path(path))
+    learner, algo, network = read_setup(checkpoint).configs()
+    env_config, _ = env_config_for(learner)
+    device = compute_device()
+    with tf.device(device):
+        agent = make_agent(learner, algo, network, env_config, device)
+    load_variables(checkpoint, agent.checkpointed())
+    return LoadedPolicy(agent, env_config, checkpoint, device)
