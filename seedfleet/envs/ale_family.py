@@ -10,7 +10,7 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 
-from seedfleet.envs.family import EnvFamily, StepBatch, check_discrete
+from seedfleet.envs.family import EnvFamily, StepBatch, batch_of, check_discrete
 from seedfleet.envs.gymnasium_family import env_spec
 from seedfleet.errors import UsageError
 from seedfleet.v1 import actor_learner_pb2 as pb
@@ -66,9 +66,6 @@ class AleEnvs:
         self._done = np.zeros(num_envs, bool)
         self._lives = np.zeros(num_envs, np.int64)
 
-    def _obs(self, obs: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(obs.reshape(len(obs), *self.observation_shape))
-
     def reset(self, seeds: list[int] | None = None) -> StepBatch:
         """Resets every env; the first ready group comes back, marked `first`."""
         obs, info = self.env.reset(seed=None if seeds is None else np.asarray(seeds, np.int64))
@@ -78,7 +75,8 @@ class AleEnvs:
         self._lives[self.ready] = info["lives"]
         n = len(self.ready)
         zeros = np.zeros(n, bool)
-        return StepBatch(self._obs(obs), np.zeros(n, np.float32), zeros, zeros, ~zeros)
+        return StepBatch(batch_of(obs, self.observation_shape),
+                         np.zeros(n, np.float32), zeros, zeros, ~zeros)
 
     def step(self, actions: np.ndarray) -> StepBatch:
         if self.group_size < self.num_envs:
@@ -93,7 +91,8 @@ class AleEnvs:
         lives = np.asarray(info["lives"], np.int64)
         life_lost = (lives < self._lives[self.ready]) & ~first
         self._lives[self.ready] = lives
-        return StepBatch(self._obs(obs), np.asarray(rewards, np.float32), terminated, truncated, first, life_lost)
+        return StepBatch(batch_of(obs, self.observation_shape),
+                         np.asarray(rewards, np.float32), terminated, truncated, first, life_lost)
 
     def render_first(self, observations: np.ndarray) -> np.ndarray:
         return observations[0]  # the vector env does not render: the 84x84 frame the agent sees

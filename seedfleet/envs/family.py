@@ -43,6 +43,11 @@ class StepBatch:
             self.life_lost = np.zeros(len(self.rewards), bool)
 
 
+def batch_of(observations: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A vector env's observations as one C-contiguous [K, *shape] array, as the wire sends them."""
+    return np.ascontiguousarray(observations.reshape(len(observations), *shape))
+
+
 class VectorEnvs(Protocol):
     """K envs of one id with explicit episode starts, stepped together or in groups.
 

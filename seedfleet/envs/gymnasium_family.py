@@ -7,7 +7,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from seedfleet.envs.family import Bounds, EnvFamily, StepBatch, check_discrete
+from seedfleet.envs.family import Bounds, EnvFamily, StepBatch, batch_of, check_discrete
 from seedfleet.envs.moving_dot import MovingDot
 from seedfleet.errors import UsageError
 
@@ -40,21 +40,20 @@ class GymnasiumEnvs:
         self.num_actions = check_discrete(env_id, self.env.single_action_space, self.env.close)
         self._done = np.zeros(num_envs, bool)
 
-    def _obs(self, obs: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(obs.reshape(len(obs), *self.observation_shape))
-
     def reset(self, seeds: list[int] | None = None) -> StepBatch:
         obs, _ = self.env.reset(seed=None if seeds is None else [int(s) for s in seeds])
         self._done[:] = False
         zeros = np.zeros(self.num_envs, bool)
-        return StepBatch(self._obs(obs), np.zeros(self.num_envs, np.float32), zeros, zeros, ~zeros)
+        return StepBatch(batch_of(obs, self.observation_shape),
+                         np.zeros(self.num_envs, np.float32), zeros, zeros, ~zeros)
 
     def step(self, actions: np.ndarray) -> StepBatch:
         obs, rewards, terminated, truncated, _ = self.env.step(actions)
         first = self._done.copy()  # these envs were autoreset by this step
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
         self._done[:] = terminated | truncated
-        return StepBatch(self._obs(obs), np.asarray(rewards, np.float32), terminated, truncated, first)
+        return StepBatch(batch_of(obs, self.observation_shape),
+                         np.asarray(rewards, np.float32), terminated, truncated, first)
 
     def render_first(self, observations: np.ndarray) -> np.ndarray:
         return self.env.envs[0].render()
