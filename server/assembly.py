@@ -70,24 +70,36 @@ def training_devices(count: int) -> tuple[str, ...]:
     return tuple(pool[:wanted]) if wanted > 1 else ()
 
 
-def resolve_compute_dtype(requested: str, device: str) -> str:
-    """`auto` means bfloat16 on a CPU with AMX bfloat16 units (about twice as fast there), else float32."""
+BFLOAT16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo flags of CPUs with bfloat16 dot-product units
+
+
+def cpu_flags() -> set[str]:
+    """This machine's CPU feature flags (/proc/cpuinfo), empty where it cannot be read."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    return {flag for line in text.splitlines() if line.startswith("flags") for flag in line.partition(":")[2].split()}
+
+
+def resolve_compute_dtype(requested: str, device: str, flags: set[str] | None = None) -> str:
+    """`auto` means bfloat16 on a CPU with bfloat16 units (AMX, or AVX-512 BF16 as on AMD's Zen 4),
+    else float32. Through oneDNN one APPO step on Atari frames is 2 to 2.6x as fast there as
+    float32 (BENCHMARKS.md). `flags`: the CPU's (default: this machine's)."""
     if requested != "auto":
         return requested
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "float32"
-    return "bfloat16" if device.startswith("/CPU") and "amx_bf16" in flags else "float32"
+    flags = cpu_flags() if flags is None else flags
+    return "bfloat16" if device.startswith("/CPU") and any(f in flags for f in BFLOAT16_CPU_FLAGS) else "float32"
 
 
-def resolve_network(network: NetworkConfig, device: str) -> NetworkConfig:
+def resolve_network(network: NetworkConfig, device: str, flags: set[str] | None = None) -> NetworkConfig:
     """The network's arithmetic for `device`. `--compute-dtype auto` takes the fastest path
-    measured: on a CPU with AMX, bfloat16 through TensorFlow's oneDNN kernels and no XLA
-    (XLA's CPU convolutions do not use AMX: one APPO learner step on Atari frames took 2.2x
-    as long compiled, BENCHMARKS.md); elsewhere float32, with `--jit-compile` as given.
+    measured: on a CPU with bfloat16 units, bfloat16 through TensorFlow's oneDNN kernels and
+    no XLA (XLA's CPU convolutions use neither AMX nor AVX-512 BF16: one APPO learner step on
+    Atari frames took 2.2x as long compiled, BENCHMARKS.md); elsewhere float32, with
+    `--jit-compile` as given. `flags`: the CPU's (default: this machine's).
     An explicit `--compute-dtype` keeps `--jit-compile` as given."""
-    dtype = resolve_compute_dtype(network.compute_dtype, device)
+    dtype = resolve_compute_dtype(network.compute_dtype, device, flags)
     onednn_bfloat16 = network.compute_dtype == "auto" and dtype == "bfloat16"
     return dataclasses.replace(network, compute_dtype=dtype, jit_compile=network.jit_compile and not onednn_bfloat16)
 

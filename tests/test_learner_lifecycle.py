@@ -41,29 +41,35 @@ def test_a_failed_trainer_still_writes_its_summary_marked_failed_and_keeps_no_ne
     assert not list((tmp_path / "checkpoints").glob("ckpt-*"))
 
 
-def test_compute_dtype_auto_picks_bfloat16_only_on_amx_cpus():
-    from pathlib import Path
-
-    from seedfleet.server.assembly import resolve_compute_dtype
-
-    assert resolve_compute_dtype("float32", "/CPU:0") == "float32"
-    assert resolve_compute_dtype("bfloat16", "/GPU:0") == "bfloat16"
-    assert resolve_compute_dtype("auto", "/GPU:0") == "float32"
-    amx = "amx_bf16" in Path("/proc/cpuinfo").read_text()
-    assert resolve_compute_dtype("auto", "/CPU:0") == ("bfloat16" if amx else "float32")
+AMX = {"avx512f", "amx_bf16", "amx_tile"}  # an Intel Xeon of the AMX generation
+ZEN4 = {"avx512f", "avx512_bf16", "avx512_vnni"}  # an AMD EPYC of the Zen 4 generation
+NO_BF16 = {"avx2", "fma", "avx512f"}  # AVX-512 without bfloat16 units
 
 
-def test_compute_dtype_auto_takes_onednn_bfloat16_without_xla_on_amx_cpus():
-    from pathlib import Path
+def test_compute_dtype_auto_picks_bfloat16_only_on_cpus_with_bfloat16_units():
+    from seedfleet.server.assembly import cpu_flags, resolve_compute_dtype
 
+    assert resolve_compute_dtype("float32", "/CPU:0", AMX) == "float32"
+    assert resolve_compute_dtype("bfloat16", "/GPU:0", NO_BF16) == "bfloat16"
+    assert resolve_compute_dtype("auto", "/GPU:0", AMX) == "float32"
+    assert resolve_compute_dtype("auto", "/CPU:0", AMX) == "bfloat16"
+    assert resolve_compute_dtype("auto", "/CPU:0", ZEN4) == "bfloat16"
+    assert resolve_compute_dtype("auto", "/CPU:0", NO_BF16) == "float32"
+    assert resolve_compute_dtype("auto", "/CPU:0", set()) == "float32"
+    assert "fpu" in cpu_flags()  # read from this machine's /proc/cpuinfo, one flag per word
+
+
+def test_compute_dtype_auto_takes_onednn_bfloat16_without_xla_on_bfloat16_cpus():
     from seedfleet.algorithms.networks import NetworkConfig
     from seedfleet.server.assembly import resolve_network
 
-    amx = "amx_bf16" in Path("/proc/cpuinfo").read_text()
-    auto = resolve_network(NetworkConfig(), "/CPU:0")
-    assert (auto.compute_dtype, auto.jit_compile) == (("bfloat16", False) if amx else ("float32", True))
-    assert resolve_network(NetworkConfig(), "/GPU:0").jit_compile  # XLA on a GPU
-    explicit = resolve_network(NetworkConfig(compute_dtype="bfloat16"), "/CPU:0")
+    for flags in (AMX, ZEN4):
+        auto = resolve_network(NetworkConfig(), "/CPU:0", flags)
+        assert (auto.compute_dtype, auto.jit_compile) == ("bfloat16", False)
+    plain = resolve_network(NetworkConfig(), "/CPU:0", NO_BF16)
+    assert (plain.compute_dtype, plain.jit_compile) == ("float32", True)
+    assert resolve_network(NetworkConfig(), "/GPU:0", AMX).jit_compile  # XLA on a GPU
+    explicit = resolve_network(NetworkConfig(compute_dtype="bfloat16"), "/CPU:0", ZEN4)
     assert (explicit.compute_dtype, explicit.jit_compile) == ("bfloat16", True)  # asked for: kept
     assert not resolve_network(NetworkConfig(jit_compile=False), "/GPU:0").jit_compile
 
