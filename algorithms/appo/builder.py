@@ -22,8 +22,10 @@ APPO_DEFAULTS: dict[str, float | int | bool | str] = {
 # Atari (ALE ids): chosen by the sticky-Pong screens in BENCHMARKS.md ("Atari defaults").
 # 2 actors x 32 envs; a batch is all 64 envs' unrolls of 32 steps (2,048 transitions), cut
 # into 8 minibatches of 256 transitions, 4 passes: 16 steps per 1,024 transitions, as CleanRL's
-# 8 envs x 128 steps in 4 minibatches x 4 epochs. Adam 2.5e-4 falling linearly to 0 at
-# --max-frames, gradients clipped at 0.5 (both CleanRL's). The queue holds one batch, so the
+# 8 envs x 128 steps in 4 minibatches x 4 epochs. Adam 2.5e-4 falling linearly to 0 at 40M
+# frames, gradients clipped at 0.5 (all three CleanRL's: ppo_atari.py anneals over its
+# total_timesteps, 10M agent steps = 40M frames, so at the 20M-frame budget the step is half
+# its start; falling to 0 at 20M left sticky Pong at +12.9, two seeds, BENCHMARKS.md). The queue holds one batch, so the
 # actors act on the next batch while the trainer works on this one (policy lag 1.5 to 2
 # learner steps on sticky Pong, `policy/lag`). The Nature CNN, as CleanRL's PPO: on a CPU with
 # AMX its bfloat16 oneDNN step costs less than the shallow torso's under XLA (BENCHMARKS.md).
@@ -34,6 +36,7 @@ ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
     "minibatches": 8,
     "learning_rate": 2.5e-4,
     "learning_rate_decay": True,
+    "learning_rate_decay_frames": 40_000_000,
     "max_grad_norm": 0.5,
     "queue_unrolls": 64,
 }
