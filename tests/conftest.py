@@ -23,10 +23,11 @@ class Proc:
     """A child process whose merged output is collected line by line in the background."""
 
     def __init__(self, args: list[str], env: dict | None = None, cwd: Path = ROOT):
+        """`env`: variables beside this process's; a None value removes one."""
         self.args = args
         self.popen = subprocess.Popen(
             args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, **(env or {})},
+            env={k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None},
         )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)

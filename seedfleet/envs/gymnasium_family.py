@@ -4,6 +4,8 @@ every id, so the registry asks it last."""
 
 from __future__ import annotations
 
+import os
+
 import gymnasium as gym
 import numpy as np
 
@@ -32,6 +34,11 @@ class GymnasiumEnvs:
 
     def __init__(self, env_id: str, num_envs: int, render_mode: str | None = None):
         env_spec(env_id)  # an unknown id is a UsageError
+        if render_mode == "rgb_array":
+            # Pictures drawn off screen need no display. Without this, SDL (pygame, which the
+            # classic-control envs draw with) looks for one and prints "XDG_RUNTIME_DIR is
+            # invalid" on a headless machine. A driver the user chose stays.
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
         self.env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", render_mode=render_mode)
         self.num_envs = self.group_size = num_envs
         self.ready = np.arange(num_envs)
