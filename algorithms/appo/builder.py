@@ -24,11 +24,12 @@ APPO_DEFAULTS: dict[str, float | int | bool | str] = {
 # into 8 minibatches of 256 transitions, 4 passes: 16 steps per 1,024 transitions, as CleanRL's
 # 8 envs x 128 steps in 4 minibatches x 4 epochs. Adam 2.5e-4 falling linearly to 0 at 40M
 # frames, gradients clipped at 0.5 (all three CleanRL's: ppo_atari.py anneals over its
-# total_timesteps, 10M agent steps = 40M frames, so at the 20M-frame budget the step is half
-# its start; falling to 0 at 20M left sticky Pong at +12.9, two seeds, BENCHMARKS.md). The queue holds one batch, so the
-# actors act on the next batch while the trainer works on this one (policy lag 1.5 to 2
-# learner steps on sticky Pong, `policy/lag`). The Nature CNN, as CleanRL's PPO: on a CPU with
-# AMX its bfloat16 oneDNN step costs less than the shallow torso's under XLA (BENCHMARKS.md).
+# total_timesteps, 10M agent steps = 40M frames), so at the 20M-frame budget the step is half
+# its start; falling to 0 at 20M left sticky Pong's two seeds at +12.9 (BENCHMARKS.md, "The
+# learning-rate horizon"). The queue holds one batch, so the actors act on the next batch
+# while the trainer works on this one (policy lag 1.5 to 2 learner steps on sticky Pong,
+# `policy/lag`). The Nature CNN, as CleanRL's PPO: on a CPU with bfloat16 units its oneDNN
+# step costs less than the shallow torso's under XLA (BENCHMARKS.md).
 ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
     "torso": "nature",
     "unroll_length": 32,
