@@ -30,7 +30,7 @@ class NetworkConfig:
     mlp_sizes: tuple[int, ...] = (64, 64)  # hidden layers of the mlp torso
     lstm_size: int = 0  # LSTM core size; 0: none for vtrace; for r2d2 512 (Atari frames), 128 (small images), 64
     frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for [H, W, C] and vectors)
-    compute_dtype: str = "auto"  # conv torso arithmetic: float32, bfloat16, or auto (bfloat16 on CPUs with AMX or AVX-512 BF16)
+    compute_dtype: str = "auto"  # conv torso arithmetic: float32, bfloat16, or auto (bfloat16 on CPUs with bf16 units)
     jit_compile: bool = True  # compile the training step with XLA (1.4x on an AVX2 CPU; auto's bfloat16 leaves it off)
 
 
