@@ -75,7 +75,7 @@ def test_catch_settings_travel_in_the_config():
 @pytest.mark.timeout(240)
 def test_catch_trains_checkpoints_and_evaluates_end_to_end(tmp_path):
     logdir = tmp_path / "catch"
-    run = Proc(seedfleet("run", "--env", "catch/Catch-v0", "--target-return", "0.8", "--max-frames", "600000",
+    run = Proc(seedfleet("run", "--env", "catch/Catch-v0", "--target-return", "0.95", "--max-frames", "600000",
                          "--actors", "2", "--envs-per-actor", "16", "--logdir", str(logdir), "--seed", "1",
                          "--progress-interval-s", "2"))
     assert run.popen.wait(200) == 0, run.output()[-3000:]
@@ -85,5 +85,8 @@ def test_catch_trains_checkpoints_and_evaluates_end_to_end(tmp_path):
                             str(tmp_path / "catch.gif")))
     assert played.popen.wait(120) == 0, played.output()[-3000:]
     mean = float(re.search(r"catch/Catch-v0 from .*: 200 episodes, mean return (-?[\d.]+)", played.output()).group(1))
-    assert mean >= 0.8  # greedy play of a policy trained to 0.8 (random play: about -0.6)
+    # The stop reads the mean of the last 100 sampled episodes, a few times a second: a target
+    # of 0.8 was once reached by a window's luck with a greedy policy at 0.64 (CI). At 0.95 the
+    # window allows two or three misses, and the greedy policy catches nearly every ball.
+    assert mean >= 0.8  # random play: about -0.6
     assert (tmp_path / "catch.gif").stat().st_size > 0
