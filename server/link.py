@@ -96,7 +96,7 @@ class LinkEnd:
             self._backlog.append((data, ancillary))
             self._loop.add_writer(self.sock.fileno(), self._writable)
         except OSError:
-            self.close()
+            self._peer_gone()
 
     def _writable(self) -> None:
         while self._backlog:
@@ -106,17 +106,32 @@ class LinkEnd:
             except BlockingIOError:
                 return
             except OSError:
-                self.close()
+                self._peer_gone()
                 return
             self._backlog.popleft()
         self._loop.remove_writer(self.sock.fileno())
 
+    def _peer_gone(self) -> None:
+        """A send failed: the other end has closed. What it sent before closing is still
+        queued here, unread (the learner's GOODBYE, then its close): it is delivered first,
+        so the close is not taken for a loss."""
+        self._readable()
+        self.close()
+
     def _readable(self) -> None:
+        reset = False
         while not self.closed:
             try:  # into one buffer, reused: most messages are a few bytes
                 size, ancillary, _, _ = self.sock.recvmsg_into([self._buffer], FD_SPACE)
             except BlockingIOError:
                 return
+            except ConnectionResetError:
+                # The other end closed with messages of ours unread. The kernel says so once,
+                # ahead of what it sent before closing (still queued): read on.
+                if not reset:
+                    reset = True
+                    continue
+                size, ancillary = 0, []
             except OSError:
                 size, ancillary = 0, []
             if size < HEADER.size:  # 0: the other end closed

@@ -7,9 +7,11 @@ started again, the learner's CPU report counts them, and a stop leaves none behi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -23,7 +25,7 @@ from raw_streams import RawActor, cartpole_steps, children
 
 from seedfleet.envs import StepBatch
 from seedfleet.server.backend import StepRequest
-from seedfleet.server.link import StepMemory
+from seedfleet.server.link import Kind, LinkEnd, StepMemory, message
 from seedfleet.wire import EnvSpec, decode_actions
 
 
@@ -139,3 +141,27 @@ def refused_learner(*args: str) -> str:
 ])
 def test_front_end_counts_that_cannot_work_are_refused(flags, message):
     assert message in refused_learner(*flags)
+
+
+@pytest.mark.parametrize("ours_unread", [False, True], ids=["all-read", "ours-unread"])
+@pytest.mark.parametrize("we_send_first", [False, True], ids=["read-first", "send-first"])
+def test_a_link_reads_the_last_words_of_a_peer_that_left(ours_unread, we_send_first):
+    """The learner sends GOODBYE and closes its end of the link. The front end must read that
+    GOODBYE before it takes the close for a loss, whatever it sees first: the close on a send
+    (a step, its stats), or a reset because the learner left its last messages unread."""
+
+    async def scenario() -> list[str]:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        events: list[str] = []
+        link = LinkEnd(ours, lambda kind, key, payload, fds: events.append(f"{kind}:{payload.decode()}"),
+                       lambda: events.append("closed"))
+        if ours_unread:
+            link.send(message(Kind.STEPS, 1, b"\x01\x00\x00\x00"))
+        theirs.send(message(Kind.GOODBYE, 0, b"signal"))
+        theirs.close()
+        if we_send_first:
+            link.send(message(Kind.STATS, 0, b"{}"))  # before the event loop has read anything
+        await asyncio.sleep(0.05)
+        return events
+
+    assert asyncio.run(scenario()) == [f"{int(Kind.GOODBYE)}:signal", "closed"]
