@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         verbose = "--verbose" in rest or bool(env_setting("verbose", False))
         import_tensorflow_quietly(verbose)
         if not verbose:
-            logging.getLogger("absl").setLevel(logging.WARNING)  # absl-py's info lines at shutdown
+            for name in ("absl", "tensorflow"):  # absl-py's info lines at shutdown; SavedModel's "Assets written"
+                logging.getLogger(name).setLevel(logging.WARNING)
     try:
         algo, env = _algo_and_env(command, rest)
         args = build_parser(command, algo, env).parse_args(rest)

@@ -75,6 +75,8 @@ def _export(tmp_path) -> object:
     out = tmp_path / "exported"
     export = Proc(seedfleet("export", "--checkpoint", str(tmp_path / "run"), "--out", str(out)))
     assert export.popen.wait(timeout=120) == 0, export.output()[-3000:]
+    lines = export.output().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("exported "), lines  # TensorFlow's info lines stay quiet
     return out
 
 
