@@ -201,6 +201,54 @@ def test_the_clipped_surrogate_has_no_gradient_where_the_clip_binds():
     assert moves.tolist() == [False, True, True, False, True]
 
 
+def test_the_decoupled_surrogate_matches_a_numpy_loop_from_its_equations():
+    """L = -mean(w_t min(r_t A_t, clip(r_t, 1-eps, 1+eps) A_t)), r_t = pi/pi_prox, w_t constant."""
+    rng = np.random.default_rng(8)
+    T, B, eps = 5, 3, 0.2
+    log_ratio = rng.normal(0.0, 0.4, (T, B)).astype(np.float32)
+    advantages = rng.normal(size=(T, B)).astype(np.float32)
+    weights = rng.uniform(0.0, 1.0, (T, B)).astype(np.float32)
+    mask = (rng.random((T, B)) > 0.1).astype(np.float32)
+    ratio_var = tf.Variable(log_ratio)
+    with tf.GradientTape() as tape:
+        loss = clipped_surrogate_loss(ratio_var, tf.constant(advantages), tf.constant(mask), eps, tf.constant(weights))
+    total, slope = 0.0, np.zeros((T, B))
+    for t in range(T):
+        for b in range(B):
+            ratio, a = np.exp(log_ratio[t, b]), advantages[t, b]
+            clipped = min(max(ratio, 1 - eps), 1 + eps)
+            total += mask[t, b] * weights[t, b] * min(ratio * a, clipped * a)
+            if ratio * a <= clipped * a:  # the unclipped term is the min: d/dlog r of w r A
+                slope[t, b] = -mask[t, b] * weights[t, b] * ratio * a / (T * B)
+    np.testing.assert_allclose(loss.numpy(), -total / (T * B), rtol=1e-5)
+    np.testing.assert_allclose(tape.gradient(loss, ratio_var).numpy(), slope, rtol=1e-4, atol=1e-7)
+
+
+def test_the_proximal_clip_starts_each_learner_step_with_impalas_gradient_whatever_the_lag():
+    """pi_prox is the learner's policy as the step begins: on stale data (mu far from pi) the
+    first update's policy gradient is IMPALA's, -min(rho_bar, pi/mu) A grad log pi, where the
+    clip against mu would have silenced the transitions whose ratio is past 1 +- eps."""
+    impala, proximal = make_agent(), make_agent(clip_ratio=0.1, proximal_clip=True)
+    stale = make_batch(np.random.default_rng(9))  # behaviour logits unrelated to the network's
+    np.testing.assert_allclose(proximal._proximal_logits(stale), _on_policy(proximal, stale).extras["logits"],
+                               rtol=1e-5, atol=1e-6)
+    batch = stale._replace(extras={**stale.extras, "proximal_logits": proximal._proximal_logits(stale)})
+    for a, b in zip(_gradients(impala, batch), _gradients(proximal, batch), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
+    coupled = make_agent(clip_ratio=0.1)
+    assert any(np.abs(a.numpy() - b.numpy()).max() > 1e-4
+               for a, b in zip(_gradients(impala, batch), _gradients(coupled, batch), strict=True))
+    metrics = proximal.learn(stale)
+    assert metrics["policy/clip_fraction"] == 0.0  # one minibatch, one pass: pi = pi_prox throughout
+    assert metrics["policy/approx_kl"] > 0.0  # still measured against the actors' policy
+    assert 0.0 < metrics["policy/mean_proximal_weight"] <= 1.0
+
+
+def test_the_proximal_clip_without_a_clip_is_refused():
+    with pytest.raises(ValueError, match="proximal-clip"):
+        make_agent(proximal_clip=True)
+
+
 def test_epochs_take_several_steps_per_batch_and_stretch_the_learning_rate_decay():
     agent = make_agent(epochs=3, clip_ratio=0.1, learning_rate=1e-2)
     batch = _on_policy(agent, make_batch(np.random.default_rng(7)))

@@ -29,6 +29,8 @@ class ImpalaAgent(tf.Module):
                              f"{config.minibatches}")
         if config.batch_size % config.minibatches:
             raise UsageError(f"--batch-size {config.batch_size} does not split into {config.minibatches} minibatches")
+        if config.proximal_clip and config.clip_ratio <= 0:
+            raise UsageError("--proximal-clip clips the surrogate's ratio: it needs --clip-ratio above 0")
         self.config = config
         self.updates_per_batch = config.epochs * config.minibatches
         self.devices = DataParallel(env.train_devices, config.batch_size // config.minibatches)
@@ -51,6 +53,7 @@ class ImpalaAgent(tf.Module):
         self.act = tf.function(self._act, input_signature=signature)
         self.policy = tf.function(self._policy, input_signature=signature)
         self._step, self._gradients = self.devices.compile(self._update, self._shard_gradients, network.jit_compile)
+        self._logits = tf.function(lambda shards: self.devices.run(self._shard_logits, shards))
 
     def learn(self, batch: Unroll) -> dict[str, float]:
         """`epochs` passes over a batch of unrolls given batch-major ([B, T+1, ...]), each cut
@@ -63,6 +66,8 @@ class ImpalaAgent(tf.Module):
         mean rho, approx KL and clip fraction come beside them (how far the passes moved pi),
         and "skipped_steps" counts the steps of all passes left out for a non-finite gradient.
         """
+        if self.config.proximal_clip:
+            batch = batch._replace(extras={**batch.extras, "proximal_logits": self._proximal_logits(batch)})
         passes = []
         for _ in range(self.config.epochs):
             order = self._rng.permutation(batch.size)
@@ -107,6 +112,22 @@ class ImpalaAgent(tf.Module):
         del reward, env_ids
         logits, _, new_state = self.net(obs[None], first[None], state)
         return tf.argmax(logits[0], axis=-1, output_type=tf.int32), logits[0], new_state
+
+    def _proximal_logits(self, batch: Unroll) -> np.ndarray:
+        """pi_prox of `proximal_clip`: the learner's logits on every row of the batch as this
+        learner step begins, [B, T+1, A]; a minibatch at a time, the shapes its steps take.
+        One more forward pass per batch: about a twelfth of 4 passes' forward and backward."""
+        parts = []
+        for rows in np.array_split(np.arange(batch.size), self.config.minibatches):
+            shards = self.devices.shard(batch.map(lambda v, rows=rows: v[rows]))
+            parts.append(np.asarray(self.devices.concat(self._logits(shards))))
+        return np.concatenate(parts)
+
+    def _shard_logits(self, batch: Unroll) -> tf.Tensor:
+        """The learner's logits on one device's batch-major shard, batch-major [B, T+1, A]."""
+        batch = time_major(batch)
+        logits, _, _ = self.net(batch.observation, batch.first, batch.state)
+        return tf.transpose(tf.cast(logits, tf.float32), [1, 0, 2])
 
     def _shard_gradients(self, batch: Unroll) -> tuple[list[tf.Tensor], dict]:
         """The loss's gradients and metrics on one device's batch-major shard, with the policy

@@ -28,6 +28,7 @@ class ImpalaConfig:
     epochs: int = 1  # passes over each batch (APPO: several, with --clip-ratio)
     minibatches: int = 1  # each pass cuts the batch into this many minibatches of whole unrolls, one step each
     clip_ratio: float = 0.0  # PPO's clip on pi/mu in the policy loss (APPO: 0.1); 0: IMPALA's -log pi * A
+    proximal_clip: bool = False  # APPO: clip pi against the learner's policy at the step's start, not the actors'
 
 
 # Atari (ALE ids), applied by default as VECTOR_OBSERVATION_DEFAULTS are to R2D2 on CartPole.

@@ -103,7 +103,7 @@ def one_step_advantages(rewards, discounts, vs, values, bootstrap_value) -> tf.T
     return tf.stop_gradient(rewards + discounts * vs_next - values)
 
 
-def clipped_surrogate_loss(log_ratio, advantages, mask, clip_ratio: float) -> tf.Tensor:
+def clipped_surrogate_loss(log_ratio, advantages, mask, clip_ratio: float, weights=None) -> tf.Tensor:
     """APPO's policy loss (Petrenko et al., 2020): PPO's clipped surrogate on V-trace targets.
 
       L = -mean(min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)),   r_t = pi(a_t|x_t) / mu(a_t|x_t)
@@ -112,11 +112,35 @@ def clipped_surrogate_loss(log_ratio, advantages, mask, clip_ratio: float) -> tf
     where IMPALA has the clipped rho in A_t; the clip stops a batch from pulling pi far
     from mu over several epochs. At r_t = 1 the gradient is IMPALA's, -A_t grad log pi.
     Cut transitions (mask 0) carry nothing.
+
+    With `weights` w_t, the decoupled form (Hilton et al., 2022, "Batch size-invariance for
+    policy optimization"): r_t = pi / pi_prox against a proximal policy, and
+
+      L = -mean(w_t min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t)),   w_t = pi_prox / mu (constant)
+
+    The clip then bounds how far the passes move pi from pi_prox, whatever the actors' lag;
+    w_t carries the correction from mu to pi_prox, and at r_t = 1 the gradient is
+    -w_t A_t grad log pi. See `impala_loss` for the pi_prox and the truncation seedfleet takes.
     """
     ratio = tf.exp(tf.where(mask > 0, log_ratio, tf.zeros_like(log_ratio)))
     clipped = tf.clip_by_value(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio)
     surrogate = tf.minimum(ratio * advantages, clipped * advantages)
+    if weights is not None:
+        surrogate = tf.stop_gradient(weights) * surrogate
     return -tf.reduce_sum(mask * surrogate) / tf.cast(tf.size(mask), tf.float32)
+
+
+def proximal_terms(batch: Unroll, actions, target_logp, behaviour_logp, real, config: ImpalaConfig):
+    """(log r_t, w_t) of the decoupled surrogate with `proximal_clip`: r_t = pi / pi_prox, where
+    pi_prox is the learner's policy as the learner step began (the "proximal_logits" extra,
+    ImpalaAgent.learn), and w_t = min(rho_bar, pi_prox / mu), truncated at V-trace's
+    policy-gradient rho_bar as IMPALA truncates pi / mu. On the step's first minibatch pi =
+    pi_prox, so r_t = 1 and the gradient is IMPALA's truncated-rho policy gradient; the actors'
+    lag moves w_t, not the clip."""
+    proximal_logp = -tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=actions, logits=batch.extras["proximal_logits"][:-1])
+    log_weights = tf.where(real, proximal_logp - behaviour_logp, tf.zeros_like(proximal_logp))
+    return target_logp - proximal_logp, tf.minimum(config.clip_pg_rho_threshold, tf.exp(log_weights))
 
 
 def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tuple[tf.Tensor, dict]:
@@ -158,7 +182,14 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
     advantage_mean, advantage_variance = masked_moments(advantages, mask)
     if config.normalize_advantages:
         advantages = normalized(advantages, mask)
-    if config.clip_ratio > 0:
+    shift = policy_shift(target_logp - behaviour_logp, mask, config.clip_ratio, config.clip_rho_threshold)
+    if config.clip_ratio > 0 and config.proximal_clip:
+        log_ratio, weights = proximal_terms(batch, actions, target_logp, behaviour_logp, real, config)
+        pg_loss = clipped_surrogate_loss(log_ratio, advantages, mask, config.clip_ratio, weights)
+        # what the loss clips is pi against pi_prox; the approx KL stays against the actors' mu
+        shift["policy/clip_fraction"] = policy_shift(log_ratio, mask, config.clip_ratio, 0.0)["policy/clip_fraction"]
+        shift["policy/mean_proximal_weight"] = masked_mean(weights, mask)
+    elif config.clip_ratio > 0:
         pg_loss = clipped_surrogate_loss(target_logp - behaviour_logp, advantages, mask, config.clip_ratio)
     else:
         pg_loss = -tf.reduce_sum(mask * target_logp * advantages) / count
@@ -180,7 +211,7 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
         # ignores its input, whatever its own entropy (a dead torso shows here first).
         "policy/state_information": -tf.reduce_sum(mean_probs * tf.math.log(mean_probs + 1e-12)) - mean_entropy,
         "policy/mean_rho": tf.reduce_sum(mask * tf.exp(tf.minimum(log_rhos, 10.0))) / n,
-        **policy_shift(target_logp - behaviour_logp, mask, config.clip_ratio, config.clip_rho_threshold),
+        **shift,
         "value/explained_variance": explained_variance(targets.vs, values, mask),
         # the advantages as the policy loss would take them before any normalisation
         "advantage/mean": advantage_mean,
