@@ -1,19 +1,20 @@
 """Fault injection on loopback: one learner, one well-behaved real actor, and every kind
-of bad peer at once. Afterwards, with a client flooding Steps without reading its Actions
-(refused, it reconnects and floods again), the good actor runs at >= 90% of its rate before, the
-learner's memory is within 10% of where it was, no real actor died, and every unroll the
-learner accepted was trained on or is still queued.
+of bad peer at once. Afterwards the good actor runs at >= 90% of its rate before, and keeps
+>= 90% of it while a client floods Steps without reading its Actions (refused, it reconnects
+and floods again); the learner's memory is within 10% of where it was, no real actor died,
+and every unroll the learner accepted was trained on or is still queued.
 
 The good actor evaluates (its steps are served, not trained on), so its rate shows the
-learner's serving alone; the victims' unrolls are trained. Even so, on two shared cores a
-one-second rate swings by a third with no fault at all, so each window is the median of
-six seconds, the baseline is the median of three windows, and after the faults up to five
-windows are measured until one reaches 90% of it: lasting harm (a quiet stream that makes
-the batcher wait costs the good actor two thirds of its rate) fails them all, a passing
-dip does not. The rate compared is env steps per second of the learner's own CPU time:
-this machine's vCPUs lose time to the hypervisor (steal) for tens of seconds at a stretch,
-which moves steps per wall second by a third between windows but is not the learner's CPU.
-The wall-clock rates are printed beside it (pytest -s)."""
+learner's serving alone; the victims' unrolls are trained. The rate compared is env steps
+per second of the learner's own CPU time: this machine's vCPUs lose time to the hypervisor
+(steal) for tens of seconds at a stretch, which moves steps per wall second by a third
+between windows but is not the learner's CPU. Each window spans six seconds; the baseline
+is the median of three. After the faults, quiet and flooded windows are taken in turn, up
+to four flooded ones, until a quiet one reaches 90% of the baseline (lasting harm, such as
+a quiet stream that makes the batcher wait, costs the good actor two thirds of its rate and
+fails them all) and a flooded one 90% of the quiet ones either side of it (a flood the
+learner served would cost far more: it once took 61%). The wall-clock rates are printed
+beside them (pytest -s)."""
 
 from __future__ import annotations
 
@@ -135,6 +136,36 @@ def flood(address: str, stop: threading.Event, refusals: list) -> None:
         time.sleep(0.2)  # a client's reconnect delay
 
 
+def flood_kept(quiet: list, flooded: list) -> float:
+    """The best share of its rate per learner CPU second the good actor kept in a flooded window,
+    against the mean of the quiet windows either side of it."""
+    sides = zip(quiet[:-1], flooded, quiet[1:], strict=True)
+    return max(on[1] / ((before[1] + after[1]) / 2) for before, on, after in sides)
+
+
+def flood_interleaved(good: Proc, learner_pid: int, address: str, baseline: float) -> tuple[list, list, list]:
+    """Serving windows of the good actor with no flood and under a flood, taken in turn (quiet,
+    flooded, quiet, ...) until a quiet one reaches 90% of `baseline` and a flooded one 90% of
+    the quiet ones either side of it, or 4 flooded windows. The flooded window is compared with
+    its neighbours, not with the baseline of a minute before: this machine's CPU time per step
+    drifts by a fifth over minutes with no fault at all, the same in every learner thread, and
+    a drift that long moves the neighbours alike. Returns (quiet windows, flooded windows,
+    the flooding streams' fates)."""
+    quiet, flooded, refusals = [serving_window(good, learner_pid)], [], []
+    while len(flooded) < 4:
+        stop = threading.Event()
+        flooder = threading.Thread(target=flood, args=(address, stop, refusals))
+        flooder.start()
+        time.sleep(1)  # the first flooding stream is refused by now
+        flooded.append(serving_window(good, learner_pid))
+        stop.set()
+        flooder.join(timeout=30)
+        quiet.append(serving_window(good, learner_pid))
+        if max(w[1] for w in quiet) >= 0.9 * baseline and flood_kept(quiet, flooded) >= 0.9:
+            break
+    return quiet, flooded, refusals
+
+
 def test_the_learner_survives_every_fault_at_once_and_serves_the_good_actor_as_before(procs, tmp_path):
     learner, address = start_learner("--env", "CartPole-v1", "--max-envs", "96", "--max-envs-per-stream", "16",
                                      "--stream-idle-s", str(IDLE_S), "--keepalive-s", str(IDLE_S),
@@ -187,29 +218,21 @@ def test_the_learner_survives_every_fault_at_once_and_serves_the_good_actor_as_b
     for stream in (*squatters, silent, stalled):
         stream.close()
     after_rss = rss_mib(learner.popen.pid)
-    flooding, refusals = threading.Event(), []
-    flooder = threading.Thread(target=flood, args=(address, flooding, refusals))
-    flooder.start()
-    time.sleep(1)
-    after_rate, after = serving_window(good, learner.popen.pid)
-    for _ in range(4):
-        if after >= 0.9 * baseline:
-            break
-        window = serving_window(good, learner.popen.pid)
-        after_rate, after = max(after_rate, window[0]), max(after, window[1])
-    flooding.set()
-    flooder.join(timeout=30)
+    quiet, flooded, refusals = flood_interleaved(good, learner.popen.pid, address, baseline)
+    os.kill(victims[1].popen.pid, signal.SIGKILL)
     os.kill(victims[1].popen.pid, signal.SIGKILL)
 
     closed = {reason: sum(reason in line for line in learner.lines)
               for reason in ("nothing for", "actor connected", "actor gone", "refused", "out of lockstep")}
-    print(f"good actor {baseline_rate:.0f} -> {after_rate:.0f} env steps/s, {baseline:.0f} -> {after:.0f} per learner "
-          f"CPU second; learner RSS {baseline_rss:.0f} -> "
+    rates = {"quiet": [f"{w[0]:.0f}/{w[1]:.0f}" for w in quiet], "flooded": [f"{w[0]:.0f}/{w[1]:.0f}" for w in flooded]}
+    print(f"good actor {baseline_rate:.0f} env steps/s, {baseline:.0f} per learner CPU second; after the faults "
+          f"(per wall / per CPU second): {rates}; learner RSS {baseline_rss:.0f} -> "
           f"{after_rss:.0f} MiB; flooding streams refused: {len(refusals)}; "
           f"learner log: {closed}")  # shown with pytest -s
     assert good.popen.poll() is None and "learner localhost" not in good.output()  # never lost the learner
     assert len(refusals) >= 3 and set(refusals) == {grpc.StatusCode.FAILED_PRECONDITION}, refusals[:5]
-    assert after >= 0.9 * baseline, (baseline, after)
+    assert max(w[1] for w in quiet) >= 0.9 * baseline, (baseline, quiet)  # no lasting harm from the faults
+    assert flood_kept(quiet, flooded) >= 0.9, (quiet, flooded)  # the flood takes nothing from the good actor
     assert after_rss <= 1.1 * baseline_rss, (baseline_rss, after_rss)
     assert learner.stop(signal.SIGTERM, timeout=30) == 0, learner.output()[-3000:]
     summary = json.loads(Path(tmp_path, "summary.json").read_text())
