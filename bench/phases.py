@@ -84,7 +84,9 @@ def env_phase(setup: Setup) -> dict:
     return {**_rates(per_s, 1.0, results[0]["frame_skip"]), "actors": setup.actors, **machine}
 
 
-def _make_agent(setup: Setup):
+def bench_agent(setup: Setup):
+    """The agent the learner would build for `setup`, on the compute device: (agent, env config,
+    frames per env step, device)."""
     env_config, frame_skip = env_config_for(setup.learner)
     device = compute_device()
     with tf.device(device):
@@ -119,7 +121,7 @@ def _time_calls(call: Callable[[], object], warmup_s: float, seconds: float) -> 
 
 def model_phase(setup: Setup, batch_size: int) -> dict:
     """The inference ceiling: `act` on random observations at `batch_size`, nothing else."""
-    agent, env_config, frame_skip, device = _make_agent(setup)
+    agent, env_config, frame_skip, device = bench_agent(setup)
     rng = np.random.default_rng(0)
     obs = _random_observations(rng, batch_size, env_config)
     reward = np.zeros(batch_size, np.float32)
@@ -136,7 +138,7 @@ def model_phase(setup: Setup, batch_size: int) -> dict:
     return {**_rates(calls * batch_size, elapsed, frame_skip), "batch_size": batch_size, **machine}
 
 
-def _real_layout_batch(agent: Agent, env_config, device: str) -> Unroll:
+def real_layout_batch(agent: Agent, env_config, device: str) -> Unroll:
     """One training batch exactly as the learner assembles it, from random steps."""
     rows = agent.batch_size
     slots = EnvSlots.for_agent(rows, agent, EnvSpec.from_proto(env_config))
@@ -160,8 +162,8 @@ def env_steps_per_learner_step(setup: Setup) -> float:
 
 def train_only_phase(setup: Setup) -> dict:
     """The train-step cost: `learn` on one real-layout batch, again and again."""
-    agent, env_config, frame_skip, device = _make_agent(setup)
-    batch = _real_layout_batch(agent, env_config, device)
+    agent, env_config, frame_skip, device = bench_agent(setup)
+    batch = real_layout_batch(agent, env_config, device)
 
     def learn() -> None:
         with tf.device(device):

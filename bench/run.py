@@ -5,6 +5,7 @@ measured before and after serve and their mean is used. Two bounds turn them int
 when envs and inference share the same cores, a step costs 1/env + 1/model seconds at
 best, so serve can reach at most 1 / (1/env + 1/model); training adds 1/train_only, the
 train-step cost per env step, so train can reach at most 1 / (1/env + 1/model + 1/train_only).
+`--mode train_profile` (bench/train_profile.py) splits that train step by oneDNN primitive.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.algorithms.registry import AlgoConfig
 from seedfleet.bench.phases import Setup, env_phase, model_phase, system_phase, train_only_phase
 from seedfleet.bench.report import machine, plot_sweep, print_table
+from seedfleet.bench.train_profile import profile_rows, train_profile_phase
 from seedfleet.errors import UsageError
 from seedfleet.server.assembly import LearnerConfig
 
-MODES = ("env", "serve", "train", "train_only", "all")
+MODES = ("env", "serve", "train", "train_only", "train_profile", "all")
 
 
 @dataclass
@@ -37,7 +39,7 @@ class BenchConfig:
     env_threads: int = 1  # Atari: each actor's vector-env threads (0: one per core)
     seconds: float = 30.0  # measured seconds per phase, after its warm-up
     warmup_s: float = 10.0  # seconds of warm-up before each phase is measured
-    mode: str = "all"  # env, serve, train, train_only, or all (all phases, with the bounds and ratios)
+    mode: str = "all"  # env, serve, train, train_only, train_profile (oneDNN primitives of a learner step), or all
     json: str = ""  # write the results here as JSON
     plot: str = ""  # with --sweep-actors: a PNG of frames/s against actors
     sweep_actors: str = ""  # comma-separated actor counts (1,2,4,8): env and serve at each
@@ -70,6 +72,8 @@ def measure(config: BenchConfig, setup: Setup, workdir: Path) -> dict:
         raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {config.mode!r}")
     if config.mode == "train_only":
         return {"train_only": train_only_phase(setup)}
+    if config.mode == "train_profile":
+        return {"train_profile": train_profile_phase(setup)}
     results: dict = {}
     if config.mode in ("env", "all"):
         results["env"] = env_phase(setup)
@@ -113,7 +117,10 @@ def main(config: BenchConfig, learner: LearnerConfig, algo: AlgoConfig, network:
         if config.sweep_actors:
             counts = [int(n) for n in config.sweep_actors.split(",")]
             results["sweep"] = sweep(config, setup, Path(tmp), counts)
-    print_table(results)
+    if "train_profile" in results:
+        print("\n".join(profile_rows(results["train_profile"])))
+    else:
+        print_table(results)
     if config.json:
         Path(config.json).write_text(json.dumps(results, indent=2) + "\n")
     if config.plot and "sweep" in results:
