@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -88,6 +89,7 @@ def train_profile_phase(setup: Setup, learner_steps: int = 2, warmup_steps: int 
     libc = ctypes.CDLL(None)
     with tempfile.TemporaryFile() as captured:
         saved_stdout = os.dup(1)
+        sys.stdout.flush()
         libc.fflush(None)
         os.dup2(captured.fileno(), 1)
         try:
