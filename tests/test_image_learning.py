@@ -17,8 +17,6 @@ from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.envs.moving_dot import MovingDot
 
-pytestmark = pytest.mark.serial  # rates and wall time: run alone (Makefile)
-
 DOT = "seedfleet/MovingDot-v0"
 OPTIMAL = MovingDot().optimal_return  # 15.5: every step right but the first guess
 ONE_FRAME_BEST = 8.0  # half the 16 steps, in expectation
