@@ -34,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,7 @@ BEGIN, END = "<!-- learn:begin -->", "<!-- learn:end -->"
 RUNS = Path("runs/learn")  # the runs' log dirs (checkpoints, summaries, console)
 RESULTS = Path("bench/results/learn")  # what the report reads: each run's curve and summary, kept in git
 KEPT = ("progress.csv", "summary.json")
+STOP = threading.Event()  # set by SIGTERM or SIGINT to the bench (stop_on_signals)
 
 
 @dataclass(frozen=True)
@@ -134,24 +136,33 @@ def run_command(case: Case, seed: int, logdir: Path, flags: tuple[str, ...] = ()
             *(() if resume else ("--fresh",)), "--progress-interval-s", "30", *case.args, *flags]
 
 
+def stop_on_signals() -> None:
+    """SIGTERM or SIGINT to the bench stops the running seed as its timeout does (SIGTERM: the
+    run's last checkpoint and summary), keeps its curve and rewrites the report; no other seed
+    starts. Python's default would end the bench at once and leave its run going, unkept."""
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: STOP.set())
+
+
 def run_until(command: list[str], logdir: Path, timeout_s: float, stop_at: int | None, append: bool = False,
               poll_s: float = 10.0) -> int:
     """Runs `command` with its console in logdir/console.log (appended to with `append`);
-    stops it (SIGTERM) after `timeout_s` or once its progress.csv passes `stop_at` frames.
-    Returns its exit code (1: the budget spent without the target; 143 or -15: stopped)."""
+    stops it (SIGTERM) after `timeout_s`, once its progress.csv passes `stop_at` frames, or
+    once STOP is set. Returns its exit code (1: the budget spent without the target; 143 or
+    -15: stopped)."""
     deadline = time.monotonic() + timeout_s
     with (logdir / "console.log").open("a" if append else "w") as log:
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         while proc.poll() is None:
             curve = read_curve(logdir)
-            if time.monotonic() > deadline or (stop_at and curve and curve[-1]["frames"] >= stop_at):
+            if STOP.is_set() or time.monotonic() > deadline or (stop_at and curve and curve[-1]["frames"] >= stop_at):
                 proc.terminate()
                 try:
                     return proc.wait(timeout=120)  # its last checkpoint and summary
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     return proc.wait()
-            time.sleep(poll_s)
+            STOP.wait(poll_s)
         return proc.returncode
 
 
@@ -285,12 +296,17 @@ def main(argv: list[str] | None = None) -> int:
     flags = tuple(shlex.split(args.flags))
     failed = 0
     if not args.report_only:
+        stop_on_signals()
         for name in args.cases:
+            if STOP.is_set():
+                break
             folder = runs_dir(name, args.variant)
             folder.mkdir(parents=True, exist_ok=True)
             if args.variant:
                 (folder / VARIANT_FILE).write_text(json.dumps({"flags": list(flags)}) + "\n")
             for seed in args.seeds:
+                if STOP.is_set():
+                    break
                 logdir = folder / f"seed{seed}"
                 logdir.mkdir(parents=True, exist_ok=True)
                 if not args.resume:  # a fresh run's curve starts empty: an old one would stop it at once
@@ -305,7 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         keep_all()
     report(Path(args.benchmarks), list(CASES))  # every case with runs, not only those run now
-    return 1 if failed else 0
+    if failed:
+        return 1
+    return 128 + signal.SIGTERM if STOP.is_set() else 0  # stopped before its seeds ran out
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 import json
 import signal
+import subprocess
 import sys
+import time
 
 from seedfleet.bench.learn import (
     BEGIN,
@@ -104,10 +106,10 @@ def test_finished_runs_are_kept_apart_from_their_log_dirs_and_reported_from_ther
 _WRITES_PROGRESS = """
 import pathlib, sys, time
 path = pathlib.Path(sys.argv[1]) / "progress.csv"
-path.write_text("elapsed_s,frames\\n")
+path.write_text("elapsed_s,frames,mean_return_last_100\\n")
 for i in range(1, 1000):
     with path.open("a") as f:
-        f.write(f"{i},{i * 1000}\\n")
+        f.write(f"{i},{i * 1000},-20\\n")
     time.sleep(0.02)
 """
 
@@ -125,6 +127,35 @@ def test_a_run_past_its_timeout_is_stopped_and_one_that_ends_keeps_its_exit_code
     assert run_until(command, tmp_path, timeout_s=0.3, stop_at=None, poll_s=0.05) in (-signal.SIGTERM, 143)
     assert read_curve(tmp_path)[-1]["frames"] < 100_000
     assert run_until([sys.executable, "-c", "raise SystemExit(1)"], tmp_path, 60, None, poll_s=0.05) == 1
+
+
+_BENCH_OF_FAKE_RUNS = """
+import sys
+from seedfleet.bench import learn
+WRITES = sys.argv[1]
+learn.run_command = lambda case, seed, logdir, flags=(), resume=False: [sys.executable, "-c", WRITES, str(logdir)]
+sys.exit(learn.main(["--cases", "pong", "--seeds", "0", "1", "--benchmarks", "B.md"]))
+"""
+
+
+def test_sigterm_to_the_bench_stops_its_run_keeps_the_curve_and_starts_no_other_seed(tmp_path):
+    (tmp_path / "B.md").write_text(f"{BEGIN}\n{END}\n")
+    bench = subprocess.Popen([sys.executable, "-c", _BENCH_OF_FAKE_RUNS, _WRITES_PROGRESS], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    curve_dir = tmp_path / "runs" / "learn" / "pong" / "seed0"
+    deadline = time.monotonic() + 60
+    while len(read_curve(curve_dir)) < 5:
+        assert time.monotonic() < deadline and bench.poll() is None, bench.communicate()[0]
+        time.sleep(0.05)
+    bench.send_signal(signal.SIGTERM)
+    assert bench.wait(timeout=30) == 143, bench.communicate()[0]
+    frames = read_curve(curve_dir)[-1]["frames"]
+    time.sleep(0.3)
+    assert read_curve(curve_dir)[-1]["frames"] == frames < 999_000  # the run was stopped, not orphaned
+    kept = read_curve(tmp_path / "bench" / "results" / "learn" / "pong" / "seed0")
+    assert kept and kept[-1]["frames"] == frames
+    assert not (tmp_path / "runs" / "learn" / "pong" / "seed1").exists()  # no other seed started
+    assert "seed 0" in (tmp_path / "B.md").read_text()
 
 
 def test_resume_drops_fresh_so_the_run_continues_from_its_checkpoint(tmp_path):
