@@ -40,12 +40,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seedfleet.bench.references import REFERENCES, Reference
-from seedfleet.bench.report import machine, replace_section
+from seedfleet.bench.report import machine, machine_label, replace_section
 
 BEGIN, END = "<!-- learn:begin -->", "<!-- learn:end -->"
 RUNS = Path("runs/learn")  # the runs' log dirs (checkpoints, summaries, console)
 RESULTS = Path("bench/results/learn")  # what the report reads: each run's curve and summary, kept in git
-KEPT = ("progress.csv", "summary.json")
+MACHINE_FILE = "machine.json"  # in a run's log dir: the machine of each stretch of the run (record_machine)
+KEPT = ("progress.csv", "summary.json", MACHINE_FILE)
 STOP = threading.Event()  # set by SIGTERM or SIGINT to the bench (stop_on_signals)
 
 
@@ -129,6 +130,27 @@ def keep_all(runs: Path = RUNS, results: Path = RESULTS) -> list[Path]:
             if (logdir / "progress.csv").exists()]
 
 
+def record_machine(logdir: Path, resume: bool) -> None:
+    """Notes this machine in the run's MACHINE_FILE as its run (or a resumed stretch of it)
+    starts, with the frames it starts from. Wall times compare only between runs on the same
+    kind of CPU (an APPO step trains at 1,023 env steps/s on one 2-core machine here and at
+    1,635 on another), so the report names each run's."""
+    path = logdir / MACHINE_FILE
+    stretches = json.loads(path.read_text()) if resume and path.exists() else []
+    curve = read_curve(logdir) if resume else []
+    stretches.append({**machine(), "from_frames": int(curve[-1]["frames"]) if curve else 0})
+    path.write_text(json.dumps(stretches, indent=1) + "\n")
+
+
+def cpu_label(logdir: Path) -> str:
+    """The CPU a run ran on, as the report names it; " then " between the machines of a run
+    resumed on another; "not recorded" for runs from before MACHINE_FILE."""
+    path = logdir / MACHINE_FILE
+    if not path.exists():
+        return "not recorded"
+    return " then ".join(dict.fromkeys(machine_label(m) for m in json.loads(path.read_text())))
+
+
 def run_command(case: Case, seed: int, logdir: Path, flags: tuple[str, ...] = (), resume: bool = False) -> list[str]:
     """`seedfleet run` of one seed; `resume` continues from the log dir's newest checkpoint."""
     return [sys.executable, "-m", "seedfleet.deploy.cli", "run", "--env", case.env, "--algo", case.algo,
@@ -198,6 +220,21 @@ def _frames(n: int) -> str:
     return f"{n / 1e6:g}M"
 
 
+def marks_read(curve: list[dict], summary: dict, marks: tuple[int, ...], key: str = TRAINING) -> list[float]:
+    """The run's return at each mark: `return_at`, the final return at the marks past a run
+    stopped by its target, NaN past a run that ended before the mark."""
+    frames = summary.get("frames", curve[-1]["frames"] if curve else 0)
+    values = []
+    for mark in marks:
+        value = return_at(curve, mark, key)
+        if summary.get("stop_reason") == "target_return" and mark >= frames:
+            value = summary.get(key) or math.nan  # the target was reached before
+        elif mark > frames:
+            value = math.nan  # the run ended before this mark
+        values.append(value)
+    return values
+
+
 def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str) -> list[str]:
     marks = " | ".join(f"return at {_frames(m)}" for m in case.marks)
     command = f"seedfleet run --env {case.env} --algo {case.algo} --max-frames {case.frames} --seed N"
@@ -205,30 +242,29 @@ def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str) -> l
     if case.stop_at:
         lines[-1] += f", stopped by the bench once past {_frames(case.stop_at)} frames (SIGTERM)"
     lines += [f"- {group.variant}: the same with `{' '.join(group.flags)}`" for group in groups if group.variant]
-    lines += ["", f"| run | {marks} | frames | wall min | stop |", "|---" * (len(case.marks) + 4) + "|"]
-    for group, seed, logdir in ((g, seed, d) for g in groups for seed, d in sorted(g.seeds.items())):
-        curve = read_curve(logdir)
-        summary = json.loads((logdir / "summary.json").read_text()) if (logdir / "summary.json").exists() else {}
-        last = curve[-1] if curve else {}
-        stopped_early = summary.get("stop_reason") == "target_return"
-        frames = summary.get("frames", last.get("frames", 0))
-        wall = summary.get("wall_s", last.get("elapsed_s", 0)) / 60
-        kinds = [(TRAINING, group.label(seed))] + ([(EVALUATION, f"{group.label(seed)}, evaluation actors")]
-                                                   if has_returns(curve, EVALUATION) else [])
-        for key, label in kinds:
-            values = []
-            for mark in case.marks:
-                value = return_at(curve, mark, key)
-                if stopped_early and mark >= summary.get("frames", math.inf):
-                    value = summary.get(key) or math.nan  # the target was reached before
-                elif mark > frames:
-                    value = math.nan  # the run ended before this mark
-                values.append(_cell(value))
-            lines.append(f"| {label} | {' | '.join(values)} | {frames / 1e6:.2f}M | {wall:.0f} | "
-                         f"{summary.get('stop_reason', 'running or killed')} |")
+    lines += ["", f"| run | {marks} | frames | wall min | stop | CPU |", "|---" * (len(case.marks) + 5) + "|"]
+    for group in groups:
+        by_seed = []
+        for seed, logdir in sorted(group.seeds.items()):
+            curve = read_curve(logdir)
+            summary = json.loads((logdir / "summary.json").read_text()) if (logdir / "summary.json").exists() else {}
+            last = curve[-1] if curve else {}
+            frames = summary.get("frames", last.get("frames", 0))
+            wall = summary.get("wall_s", last.get("elapsed_s", 0)) / 60
+            kinds = [(TRAINING, group.label(seed))] + ([(EVALUATION, f"{group.label(seed)}, evaluation actors")]
+                                                       if has_returns(curve, EVALUATION) else [])
+            for key, label in kinds:
+                values = marks_read(curve, summary, case.marks, key)
+                by_seed += [values] if key == TRAINING else []
+                lines.append(f"| {label} | {' | '.join(map(_cell, values))} | {frames / 1e6:.2f}M | {wall:.0f} | "
+                             f"{summary.get('stop_reason', 'running or killed')} | {cpu_label(logdir)} |")
+        if not group.variant and len(by_seed) > 1:  # NaN at a mark some seed has not reached
+            means = [sum(column) / len(column) for column in zip(*by_seed, strict=True)]
+            seeds = ", ".join(map(str, sorted(group.seeds)))
+            lines.append(f"| **mean of seeds {seeds}** | {' | '.join(f'**{_cell(m)}**' for m in means)} | | | | |")
     for ref in case.references:
         values = " | ".join(_cell(ref.returns.get(m, math.nan)) for m in case.marks)
-        lines.append(f"| {ref.name} | {values} | | | |")
+        lines.append(f"| {ref.name} | {values} | | | | |")
     lines += ["", *(f"- {ref.name}: {ref.source}" for ref in case.references)]
     if plot:
         lines += ["", f"![{name}]({plot})"]
@@ -236,30 +272,41 @@ def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str) -> l
 
 
 def plot_case(case: Case, groups: list[RunGroup], png: Path) -> bool:
+    """Return against frames, with the references' points, and against wall time, each run
+    named with its CPU there (wall times compare only on the same kind). The defaults' seeds
+    are drawn bold, variants thin."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves = {group.label(seed): read_curve(d) for group in groups for seed, d in sorted(group.seeds.items())}
-    if not any(has_returns(c, key) for c in curves.values() for key in (TRAINING, EVALUATION)):
+    runs = [(group, seed, d) for group in groups for seed, d in sorted(group.seeds.items())]
+    curves = [read_curve(d) for _, _, d in runs]
+    if not any(has_returns(c, key) for c in curves for key in (TRAINING, EVALUATION)):
         return False
-    fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(11, 4))
-    for run, curve in curves.items():
-        for key, style, label in ((TRAINING, "-", f"seedfleet {run}"),
-                                  (EVALUATION, ":", f"seedfleet {run}, evaluation actors")):
+    colours = plt.get_cmap("tab20").colors
+    fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(15, 5.5))
+    for i, ((group, seed, logdir), curve) in enumerate(zip(runs, curves, strict=True)):
+        style = {"color": colours[(2 * i) % 20 + (i // 10) % 2], "lw": 1.0 if group.variant else 2.2}
+        for key, line, label in ((TRAINING, "-", f"seedfleet {group.label(seed)}"),
+                                 (EVALUATION, ":", f"seedfleet {group.label(seed)}, evaluation actors")):
             rows = [r for r in curve if not math.isnan(r.get(key, math.nan))]
             if rows:
                 returns = [r[key] for r in rows]
-                by_frames.plot([r["frames"] / 1e6 for r in rows], returns, style, label=label)
-                by_time.plot([r["elapsed_s"] / 60 for r in rows], returns, style, label=label)
-    for ref in case.references:
+                by_frames.plot([r["frames"] / 1e6 for r in rows], returns, line, **style)
+                by_time.plot([r["elapsed_s"] / 60 for r in rows], returns, line, label=f"{label} ({cpu_label(logdir)})",
+                             **style)
+    for ref, marker in zip(case.references, "osD^vP*X", strict=False):  # references: grey, one marker each
         points = sorted(ref.returns.items())
-        by_frames.plot([f / 1e6 for f, _ in points], [v for _, v in points], "o--", label=ref.name)
-    by_frames.set(xlabel="frames (M)", ylabel="mean return, last 100 episodes", title=f"{case.env} ({case.algo})")
-    by_time.set(xlabel="wall time (minutes, this machine)", title="against wall time")
-    by_frames.legend(fontsize=7)
-    by_time.legend(fontsize=7)
+        by_frames.plot([f / 1e6 for f, _ in points], [v for _, v in points], "--", marker=marker, color="dimgrey",
+                       lw=0.8, markersize=6, markerfacecolor="white", label=ref.name)
+    by_frames.set(xlabel="frames (M)", ylabel="mean return, last 100 episodes", title=f"{case.env} ({case.algo})",
+                  xlim=(0, case.frames / 1e6 * 1.02))
+    by_time.set(xlabel="wall time (minutes, on the CPU named)", title="against wall time")
+    by_frames.legend(fontsize=7, loc="lower right", title="references", title_fontsize=7)  # the runs: at right
+    by_time.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    for ax in (by_frames, by_time):
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(png, dpi=90)
     plt.close(fig)
@@ -312,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.resume:  # a fresh run's curve starts empty: an old one would stop it at once
                     for name_kept in KEPT:
                         (logdir / name_kept).unlink(missing_ok=True)
+                record_machine(logdir, args.resume)
                 command = run_command(CASES[name], seed, logdir, flags, args.resume)
                 print("$", " ".join(command[2:]), flush=True)
                 code = run_until(command, logdir, args.timeout_s, CASES[name].stop_at, append=args.resume)

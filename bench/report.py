@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from seedfleet.machine_cpu import cpu_flags, vector_units
+
 PHASES = ("env", "model", "serve", "train_only", "train")
 COLUMNS = (
     ("env_steps_per_s", "env steps/s"),
@@ -41,8 +43,15 @@ def machine() -> dict:
                 if line.startswith("model name")), platform.processor())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).resolve().parent).stdout.strip()
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "commit": commit,
+    return {"cpu": cpu, "units": vector_units(cpu_flags()), "cores": os.cpu_count(),
+            "python": platform.python_version(), "commit": commit,
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def machine_label(m: dict) -> str:
+    """The CPU model and its strongest vector units, e.g. "AMD EPYC, avx512_bf16": figures
+    compare only between the same two."""
+    return m["cpu"] + (f", {m['units']}" if m.get("units") else "")
 
 
 def _read(path: str) -> str:
@@ -130,7 +139,7 @@ def markdown(runs: list[dict], sweep: dict | None = None, plot: str = "") -> str
     per_run = ", ".join(f"{x['ratios']['serve_vs_bound']:.3f}/{x['ratios']['train_vs_bound']:.3f}" for x in runs)
     lines = [
         f"Median of {len(runs)} run(s) of `{result['command']}`, commit {m['commit']}, {m['date']}, "
-        f"on {m['cores']} cores of {m['cpu']} (Python {m['python']}).",
+        f"on {m['cores']} cores of {machine_label(m)} (Python {m['python']}).",
         "",
         *table_rows(result),
         "",

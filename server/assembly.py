@@ -28,6 +28,7 @@ from seedfleet.algorithms.registry import AlgoConfig, algorithm
 from seedfleet.algorithms.trainer import OnPolicyTrainer, TrainerThread
 from seedfleet.envs import describe
 from seedfleet.errors import UsageError
+from seedfleet.machine_cpu import cpu_flags
 from seedfleet.server.actor_port import ActorPort, bounded, port_security
 from seedfleet.server.backend import LocalBackend
 from seedfleet.server.batcher import DynamicBatcher
@@ -71,15 +72,6 @@ def training_devices(count: int) -> tuple[str, ...]:
 
 
 BFLOAT16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo flags of CPUs with bfloat16 dot-product units
-
-
-def cpu_flags() -> set[str]:
-    """This machine's CPU feature flags (/proc/cpuinfo), empty where it cannot be read."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return set()
-    return {flag for line in text.splitlines() if line.startswith("flags") for flag in line.partition(":")[2].split()}
 
 
 def resolve_compute_dtype(requested: str, device: str, flags: set[str] | None = None) -> str:

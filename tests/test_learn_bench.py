@@ -6,18 +6,23 @@ import subprocess
 import sys
 import time
 
+from seedfleet.bench import learn
 from seedfleet.bench.learn import (
     BEGIN,
     CASES,
     END,
+    MACHINE_FILE,
     VARIANT_FILE,
+    cpu_label,
     keep_all,
     read_curve,
+    record_machine,
     report,
     return_at,
     run_command,
     run_until,
 )
+from seedfleet.machine_cpu import vector_units
 
 
 def _fake_run(logdir, rows, summary):
@@ -173,3 +178,51 @@ def test_a_case_stopped_at_a_mark_says_so_and_reads_up_to_it(tmp_path):
     text = report_text(tmp_path, runs, ["pong-nosticky"])
     assert "stopped by the bench once past 10M frames" in text
     assert "| seed 0 | -19.0 | -10.0 | 18.2 | 10.10M | 44 | signal |" in text  # the last report before 10M
+
+
+def _machines(logdir, *stretches):
+    (logdir / MACHINE_FILE).write_text(json.dumps([{"cpu": cpu, "units": units, "from_frames": frames}
+                                                   for cpu, units, frames in stretches]))
+
+
+def test_the_defaults_seeds_get_a_mean_row_and_every_run_names_its_cpu(tmp_path):
+    runs = tmp_path / "runs"
+    _fake_run(runs / "pong" / "seed0", [(600, 2.5e6, -20.0), (1200, 5e6, -10.0), (2400, 1e7, 8.0), (4800, 2e7, 14.0)],
+              {"frames": 20_000_000, "wall_s": 4800, "stop_reason": "max_frames"})
+    _fake_run(runs / "pong" / "seed1", [(600, 2.5e6, -19.0), (1200, 5e6, -12.0), (2400, 1e7, 5.0)],
+              {"frames": 10_000_000, "wall_s": 2400, "stop_reason": "signal"})
+    _machines(runs / "pong" / "seed0", ("AMD EPYC", "avx512_bf16", 0))
+    _machines(runs / "pong" / "seed1", ("Intel Xeon", "amx_bf16", 0), ("AMD EPYC", "avx512_bf16", 4_000_000))
+    for seed in (0, 1):
+        _fake_run(runs / "pong@x" / f"seed{seed}", [(600, 5e6, -3.0)], {"frames": 5_000_000, "wall_s": 600})
+    (runs / "pong@x" / VARIANT_FILE).write_text(json.dumps({"flags": ["--x"]}))
+    text = report_text(tmp_path, runs, ["pong"])
+    # seed 1 stopped before 20M: no mean there
+    assert "| **mean of seeds 0, 1** | **-19.5** | **-11.0** | **6.5** | **-** | | | | |" in text
+    assert text.count("mean of seeds") == 1  # the defaults' seeds only, not a variant's
+    assert "| seed 0 | -20.0 | -10.0 | 8.0 | 14.0 | 20.00M | 80 | max_frames | AMD EPYC, avx512_bf16 |" in text
+    assert "| 10.00M | 40 | signal | Intel Xeon, amx_bf16 then AMD EPYC, avx512_bf16 |" in text
+    assert "| seed 0, x | - | -3.0 | - | - | 5.00M | 10 | running or killed | not recorded |" in text
+
+
+def test_a_run_records_its_machine_and_a_resumed_run_the_stretch_it_adds(tmp_path, monkeypatch):
+    monkeypatch.setattr(learn, "machine", lambda: {"cpu": "Intel Xeon", "units": "amx_bf16"})
+    record_machine(tmp_path, resume=False)
+    (tmp_path / "progress.csv").write_text("elapsed_s,frames,mean_return_last_100\n60,4000000,-15\n")
+    monkeypatch.setattr(learn, "machine", lambda: {"cpu": "AMD EPYC", "units": "avx512_bf16"})
+    record_machine(tmp_path, resume=True)
+    stretches = json.loads((tmp_path / MACHINE_FILE).read_text())
+    assert [m["from_frames"] for m in stretches] == [0, 4_000_000]
+    assert cpu_label(tmp_path) == "Intel Xeon, amx_bf16 then AMD EPYC, avx512_bf16"
+    record_machine(tmp_path, resume=True)  # the same machine again: named once
+    assert cpu_label(tmp_path) == "Intel Xeon, amx_bf16 then AMD EPYC, avx512_bf16"
+    record_machine(tmp_path, resume=False)  # a fresh run starts its record afresh
+    assert len(json.loads((tmp_path / MACHINE_FILE).read_text())) == 1
+    assert cpu_label(tmp_path) == "AMD EPYC, avx512_bf16"
+
+
+def test_the_strongest_vector_units_name_the_cpu():
+    assert vector_units({"avx2", "avx512f", "avx512_bf16", "avx512_vnni"}) == "avx512_bf16"  # AMD Zen 4
+    assert vector_units({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}) == "amx_bf16"  # Xeon with AMX
+    assert vector_units({"avx2", "fma"}) == "avx2"
+    assert vector_units({"sse2"}) == ""

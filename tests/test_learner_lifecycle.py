@@ -47,7 +47,8 @@ NO_BF16 = {"avx2", "fma", "avx512f"}  # AVX-512 without bfloat16 units
 
 
 def test_compute_dtype_auto_picks_bfloat16_only_on_cpus_with_bfloat16_units():
-    from seedfleet.server.assembly import cpu_flags, resolve_compute_dtype
+    from seedfleet.machine_cpu import cpu_flags
+    from seedfleet.server.assembly import resolve_compute_dtype
 
     assert resolve_compute_dtype("float32", "/CPU:0", AMX) == "float32"
     assert resolve_compute_dtype("bfloat16", "/GPU:0", NO_BF16) == "bfloat16"
