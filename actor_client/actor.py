@@ -23,7 +23,7 @@ import numpy as np
 
 from seedfleet.actor_client.round_trips import RoundTrips
 from seedfleet.envs import VectorEnvs, make_envs_from
-from seedfleet.processes import exit_with_parent
+from seedfleet.processes import exit_with_parent, run_nicer
 from seedfleet.security import channel_credentials, read_token, require_protection, token_metadata
 from seedfleet.threads import spawned_threads_named
 from seedfleet.v1 import actor_learner_pb2 as pb
@@ -56,6 +56,7 @@ class ActorConfig:
     tls_server_name: str = ""  # the name the learner's certificate is checked for (default: the address' host)
     token_file: str = ""  # file holding the token the learner expects
     insecure: bool = False  # allow plain TCP with no token to a learner off loopback
+    nice: int = 0  # start this much nicer: on its learner's cores, step envs in the gaps training leaves
 
 
 class ProtocolError(Exception):
@@ -234,6 +235,8 @@ async def _main(config: ActorConfig, on_exit: Callable[[Actor], None] | None) ->
 def main(config: ActorConfig, on_exit: Callable[[Actor], None] | None = None) -> int:
     """Runs an actor until SIGTERM or SIGINT (0) or the learner's refusal (2); `on_exit`
     sees the actor last (seedfleet bench reads its round trips)."""
+    if config.nice:  # before the actor's own threads start, which then inherit it
+        run_nicer(config.nice)
     exit_with_parent()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     return asyncio.run(_main(config, on_exit))

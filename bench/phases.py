@@ -57,6 +57,7 @@ class Setup:
     seconds: float
     warmup_s: float
     env_threads: int = 0  # each actor's Atari vector env threads (0: one per core)
+    actor_nice: int = 0  # each actor's niceness above the learner's (seedfleet actor --nice)
 
 
 def _rates(env_steps: float, seconds: float, frame_skip: int) -> dict:
@@ -214,7 +215,7 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
     def start_actors(address: str) -> None:
         for path in files:
             config = ActorConfig(learner=address, envs=setup.envs_per_actor, env_groups=setup.env_groups,
-                                 env_threads=setup.env_threads, log_interval_s=0)
+                                 env_threads=setup.env_threads, log_interval_s=0, nice=setup.actor_nice)
             actors.append(start_child(timed_actor.command(path, config)))
 
     started = time.monotonic()

@@ -26,6 +26,7 @@ from seedfleet.bench.phases import Setup, env_phase, model_phase, system_phase, 
 from seedfleet.bench.report import machine, plot_sweep, print_table
 from seedfleet.bench.train_profile import profile_rows, train_profile_phase
 from seedfleet.errors import UsageError
+from seedfleet.processes import LOCAL_ACTOR_NICE
 from seedfleet.server.assembly import LearnerConfig
 
 MODES = ("env", "serve", "train", "train_only", "train_profile", "all")
@@ -37,6 +38,7 @@ class BenchConfig:
     envs_per_actor: int = 64  # envs hosted by each actor
     env_groups: int = 1  # Atari: each actor steps its envs in this many groups (see seedfleet actor)
     env_threads: int = 1  # Atari: each actor's vector-env threads (0: one per core)
+    actor_nice: int = LOCAL_ACTOR_NICE  # actors run this much nicer than the learner, as under seedfleet run
     seconds: float = 30.0  # measured seconds per phase, after its warm-up
     warmup_s: float = 10.0  # seconds of warm-up before each phase is measured
     mode: str = "all"  # env, serve, train, train_only, train_profile (oneDNN primitives of a learner step), or all
@@ -64,7 +66,7 @@ def _setup(config: BenchConfig, actors: int, learner: LearnerConfig, algo: AlgoC
     and the task's defaults), on a free loopback port and without progress lines."""
     learner = dataclasses.replace(learner, address="127.0.0.1:0", progress_interval_s=math.inf)
     return Setup(learner, algo, network, actors, config.envs_per_actor, config.env_groups, config.seconds,
-                 config.warmup_s, config.env_threads)
+                 config.warmup_s, config.env_threads, config.actor_nice)
 
 
 def measure(config: BenchConfig, setup: Setup, workdir: Path) -> dict:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from seedfleet.algorithms.networks import NetworkConfig
 from seedfleet.algorithms.registry import AlgoConfig
 from seedfleet.errors import UsageError
-from seedfleet.processes import actor_command, start_child, stop_children
+from seedfleet.processes import LOCAL_ACTOR_NICE, actor_command, start_child, stop_children
 from seedfleet.server.assembly import LearnerConfig
 from seedfleet.server.checkpoint import CheckpointMismatch
 from seedfleet.server.learner import exit_code, serve
@@ -34,6 +34,7 @@ class LaunchConfig:
     eval_actors: int = 0  # extra actors whose envs evaluate (greedy, not trained on, reported apart)
     eval_envs: int = 0  # envs hosted by each evaluation actor (0: --envs-per-actor)
     env_groups: int = 1  # Atari: each training actor steps its envs in this many groups (see seedfleet actor)
+    actor_nice: int = LOCAL_ACTOR_NICE  # actors run this much nicer than the learner (seedfleet actor --nice)
 
 
 class Fleet:
@@ -48,10 +49,11 @@ class Fleet:
 
     def start(self, address: str) -> None:
         total = self.launch.actors + self.launch.eval_actors
-        training = actor_command(address, self.launch.envs_per_actor, False, self.launch.env_groups, self.token_file)
+        training = actor_command(address, self.launch.envs_per_actor, False, self.launch.env_groups, self.token_file,
+                                 self.launch.actor_nice)
         # evaluation actors step their envs in one group: any --eval-envs divides into it
         evaluation = actor_command(address, self.launch.eval_envs or self.launch.envs_per_actor, True, 1,
-                                   self.token_file)
+                                   self.token_file, self.launch.actor_nice)
         self.commands = [training if i < self.launch.actors else evaluation for i in range(total)]
         self.procs = [start_child(command) for command in self.commands]
         self.restarts = [0] * total

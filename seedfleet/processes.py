@@ -8,9 +8,15 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 PARENT_PID_ENV = "SEEDFLEET_PARENT_PID"
 SETTINGS_PREFIX = "SEEDFLEET_"  # flags' defaults from the environment (deploy.flags)
+# How much nicer than their launcher local actors run (`seedfleet run` and `seedfleet bench`:
+# --actor-nice). On a host whose cores the learner's training fills, the envs then step in the
+# gaps it leaves, as Sample Factory's rollout workers run at its default niceness + 10
+# (sample_factory/algo/sampling/rollout_worker.py, init_rollout_worker_process).
+LOCAL_ACTOR_NICE = 0
 
 
 def launched_env() -> dict[str, str]:
@@ -37,13 +43,32 @@ def exit_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def run_nicer(steps: int) -> None:
+    """Raises the niceness of every thread of this process by `steps` (at most 19). Linux keeps a
+    niceness per thread and a new thread inherits its creator's, so threads started at import
+    (numpy's BLAS pool, say) need their own call; elsewhere `os.nice` does the process."""
+    tasks = Path("/proc/self/task")
+    if not tasks.is_dir():
+        os.nice(steps)
+        return
+    for task in tasks.iterdir():
+        tid = int(task.name)
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, min(os.getpriority(os.PRIO_PROCESS, tid) + steps, 19))
+        except ProcessLookupError:  # the thread ended meanwhile
+            pass
+
+
 def actor_command(address: str, envs: int, evaluation: bool = False, env_groups: int = 1,
-                  token_file: str = "") -> list[str]:
-    """The command line of one `seedfleet actor` process serving `envs` envs."""
+                  token_file: str = "", nice: int = 0) -> list[str]:
+    """The command line of one `seedfleet actor` process serving `envs` envs, `nice` steps
+    nicer than its launcher."""
     command = [sys.executable, "-m", "seedfleet.deploy.cli", "actor", "--learner", address, "--envs", str(envs),
                "--env-groups", str(env_groups)]
     if token_file:
         command += ["--token-file", token_file]
+    if nice:
+        command += ["--nice", str(nice)]
     return command + ["--evaluation"] if evaluation else command
 
 
