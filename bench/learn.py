@@ -220,10 +220,10 @@ def _frames(n: int) -> str:
     return f"{n / 1e6:g}M"
 
 
-def marks_read(curve: list[dict], summary: dict, marks: tuple[int, ...], key: str = TRAINING) -> list[float]:
+def marks_read(curve: list[dict], summary: dict, frames: float, marks: tuple[int, ...],
+               key: str = TRAINING) -> list[float]:
     """The run's return at each mark: `return_at`, the final return at the marks past a run
-    stopped by its target, NaN past a run that ended before the mark."""
-    frames = summary.get("frames", curve[-1]["frames"] if curve else 0)
+    stopped by its target, NaN past a run that ended (at `frames`) before the mark."""
     values = []
     for mark in marks:
         value = return_at(curve, mark, key)
@@ -254,7 +254,7 @@ def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str) -> l
             kinds = [(TRAINING, group.label(seed))] + ([(EVALUATION, f"{group.label(seed)}, evaluation actors")]
                                                        if has_returns(curve, EVALUATION) else [])
             for key, label in kinds:
-                values = marks_read(curve, summary, case.marks, key)
+                values = marks_read(curve, summary, frames, case.marks, key)
                 by_seed += [values] if key == TRAINING else []
                 lines.append(f"| {label} | {' | '.join(map(_cell, values))} | {frames / 1e6:.2f}M | {wall:.0f} | "
                              f"{summary.get('stop_reason', 'running or killed')} | {cpu_label(logdir)} |")

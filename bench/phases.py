@@ -34,7 +34,7 @@ from seedfleet.bench import timed_actor
 from seedfleet.bench.cpu import cores_by_thread, snapshot, transport_share
 from seedfleet.envs import StepBatch
 from seedfleet.machine_cpu import machine_cores, machine_cpu_s
-from seedfleet.processes import start_child, stop_children
+from seedfleet.processes import LOCAL_ACTOR_NICE, start_child, stop_children
 from seedfleet.server.assembly import LearnerConfig, compute_device, env_config_for, make_agent
 from seedfleet.server.env_slots import EnvSlots
 from seedfleet.server.inference import InferenceEngine, StepRequest
@@ -57,7 +57,7 @@ class Setup:
     seconds: float
     warmup_s: float
     env_threads: int = 0  # each actor's Atari vector env threads (0: one per core)
-    actor_nice: int = 0  # each actor's niceness above the learner's (seedfleet actor --nice)
+    actor_nice: int = LOCAL_ACTOR_NICE  # each actor's niceness above the learner's (seedfleet actor --nice)
 
 
 def _rates(env_steps: float, seconds: float, frame_skip: int) -> dict:

@@ -13,9 +13,10 @@ from pathlib import Path
 PARENT_PID_ENV = "SEEDFLEET_PARENT_PID"
 SETTINGS_PREFIX = "SEEDFLEET_"  # flags' defaults from the environment (deploy.flags)
 # How much nicer than their launcher local actors run (`seedfleet run` and `seedfleet bench`:
-# --actor-nice). On a host whose cores the learner's training fills, the envs then step in the
-# gaps it leaves, as Sample Factory's rollout workers run at its default niceness + 10
-# (sample_factory/algo/sampling/rollout_worker.py, init_rollout_worker_process).
+# --actor-nice), so that the envs step in the gaps the learner's training leaves, as Sample
+# Factory's rollout workers run at its default niceness + 10 (sample_factory/algo/sampling/
+# rollout_worker.py). 0: on sticky Pong (2 cores) +10 was no faster (BENCHMARKS.md, "Actors
+# nicer than the learner").
 LOCAL_ACTOR_NICE = 0
 
 
