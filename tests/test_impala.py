@@ -10,13 +10,12 @@ from seedfleet.algorithms.impala.agent import ImpalaAgent
 from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.impala.loss import (
     clipped_surrogate_loss,
-    evaluate,
     impala_loss,
     normalized,
     one_step_advantages,
     transitions,
 )
-from seedfleet.algorithms.networks import NetworkConfig, PolicyValueNet
+from seedfleet.algorithms.networks import NetworkConfig
 
 
 def make_batch(rng, T=6, B=4, obs_dim=3, num_actions=2):
@@ -269,36 +268,3 @@ def test_epochs_take_several_steps_per_batch_and_stretch_the_learning_rate_decay
 def test_epochs_below_one_are_refused():
     with pytest.raises(ValueError, match="epochs"):
         make_agent(epochs=0)
-
-
-@pytest.mark.parametrize("network", [NetworkConfig(torso="minatar", compute_dtype="float32"),
-                                     NetworkConfig(torso="mlp", lstm_size=8)])
-def test_the_bootstrap_row_evaluated_apart_gives_what_one_pass_over_all_rows_gives(network):
-    """`evaluate` runs the T loss rows and the bootstrap row in two calls, the second from the
-    state the first ends in; frame stacks and LSTM states across a reset must come out as one
-    call over the T + 1 rows computes them, and the bootstrap row must carry no gradient."""
-    rng = np.random.default_rng(7)
-    image = network.torso == "minatar"
-    obs_shape = (10, 10) if image else (3,)
-    net = PolicyValueNet(network, obs_shape, 3, seed=1, obs_dtype=np.dtype(np.uint8 if image else np.float32))
-    T, B = 5, 4
-    first = np.zeros((T + 1, B), bool)
-    first[0] = True
-    first[T, 1] = first[T - 1, 2] = first[2, 3] = True  # resets at and just before the bootstrap row
-    obs = rng.integers(0, 255, (T + 1, B, *obs_shape)) if image else rng.normal(size=(T + 1, B, *obs_shape))
-    state = net.initial_state(B)
-    for name, value in state.items():
-        state[name] = rng.integers(1, 255, value.shape).astype(value.dtype) if image else \
-            rng.normal(size=value.shape).astype(value.dtype)
-    batch = Unroll(observation=obs.astype(np.uint8 if image else np.float32), first=first,
-                   reward=np.zeros((T + 1, B), np.float32), terminated=np.zeros((T + 1, B), bool),
-                   truncated=np.zeros((T + 1, B), bool), life_lost=np.zeros((T + 1, B), bool),
-                   action=np.zeros((T + 1, B), np.int32), extras={}, state=state)
-    all_logits, all_values, _ = net(batch.observation, batch.first, batch.state)
-    with tf.GradientTape() as tape:
-        logits, values, bootstrap = evaluate(net, batch)
-        bootstrap_sum = tf.reduce_sum(bootstrap)
-    np.testing.assert_allclose(logits.numpy(), all_logits[:-1].numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(values.numpy(), all_values[:-1].numpy(), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(bootstrap.numpy(), all_values[-1].numpy(), rtol=1e-5, atol=1e-6)
-    assert all(g is None for g in tape.gradient(bootstrap_sum, net.trainable_variables))

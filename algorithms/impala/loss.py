@@ -143,20 +143,6 @@ def proximal_terms(batch: Unroll, actions, target_logp, behaviour_logp, real, co
     return target_logp - proximal_logp, tf.minimum(config.clip_pg_rho_threshold, tf.exp(log_weights))
 
 
-def evaluate(net: PolicyValueNet, batch: Unroll) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-    """(logits [T, B, A], values [T, B], bootstrap value V(x_T) [B]) of the learner's network.
-
-    The T rows that carry a loss go through the network in one call and the bootstrap row
-    in a second, from the state the first call ends in (frame stack, LSTM), which is what
-    one call over all T + 1 rows computes. V(x_T) only enters the targets, whose gradient
-    is stopped, so the backward pass skips that row: 1/(T+1) of its work, about 3% at
-    T = 32, and the T-row call keeps the minibatch's frame count round for oneDNN's kernels.
-    """
-    logits, values, state = net(batch.observation[:-1], batch.first[:-1], batch.state)
-    _, bootstrap_value, _ = net(batch.observation[-1:], batch.first[-1:], state)
-    return logits, values, tf.stop_gradient(bootstrap_value[0])
-
-
 def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tuple[tf.Tensor, dict]:
     """The IMPALA loss on a time-major batch of unrolls ([T+1, B, ...], state [B, ...]).
 
@@ -167,8 +153,9 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
       entropy         = -mean(H(pi(.|x_t)))                  (maximising entropy)
     each averaged over the T x B transitions, cut transitions weighted zero.
     """
-    target_logits, values, bootstrap_value = evaluate(net, batch)
+    logits, values, _ = net(batch.observation, batch.first, batch.state)
     actions = tf.cast(batch.action[:-1], tf.int32)
+    target_logits, bootstrap_value, values = logits[:-1], values[-1], values[:-1]
     rewards, discounts, real = transitions(batch, config)
     mask = tf.cast(real, tf.float32)
 
