@@ -21,20 +21,22 @@ APPO_DEFAULTS: dict[str, float | int | bool | str] = {
 
 # Atari (ALE ids): chosen by the sticky-Pong screens in BENCHMARKS.md ("Atari defaults").
 # 2 actors x 32 envs; a batch is all 64 envs' unrolls of 32 steps (2,048 transitions), cut
-# into 8 minibatches of 256 transitions, 4 passes: 16 steps per 1,024 transitions, as CleanRL's
-# 8 envs x 128 steps in 4 minibatches x 4 epochs. Adam 2.5e-4 falling linearly to 0 at 40M
-# frames, gradients clipped at 0.5 (all three CleanRL's: ppo_atari.py anneals over its
-# total_timesteps, 10M agent steps = 40M frames), so at the 20M-frame budget the step is half
+# into 16 minibatches of 128 transitions (4 unrolls), 4 passes: 32 steps per 1,024 transitions,
+# twice CleanRL's 8 envs x 128 steps in 4 minibatches x 4 epochs. Adam 2.5e-4 falling linearly
+# to 0 at 40M frames, gradients clipped at 0.5 (all three CleanRL's: ppo_atari.py anneals over
+# its total_timesteps, 10M agent steps = 40M frames), so at the 20M-frame budget the step is half
 # its start; falling to 0 at 20M left sticky Pong's two seeds at +12.9 (BENCHMARKS.md, "The
 # learning-rate horizon"). The queue holds one batch, so the actors act on the next batch
 # while the trainer works on this one (policy lag 1.5 to 2 learner steps on sticky Pong,
-# `policy/lag`). The Nature CNN, as CleanRL's PPO: on a CPU with bfloat16 units its oneDNN
-# step costs less than the shallow torso's under XLA (BENCHMARKS.md).
+# `policy/lag`). The IMPALA paper's shallow torso: in bfloat16 through oneDNN it trains twice
+# as fast as the Nature CNN. With 8 minibatches it fell behind per frame; with 16 it kept level
+# with the Nature CNN's three seeds on sticky Pong (+13.0 at 20M frames in 75 minutes, against
+# +12.1 to +14.7 in 116 to 123; BENCHMARKS.md, "The IMPALA shallow torso under APPO").
 ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
-    "torso": "nature",
+    "torso": "impala_shallow",
     "unroll_length": 32,
     "batch_size": 64,
-    "minibatches": 8,
+    "minibatches": 16,
     "learning_rate": 2.5e-4,
     "learning_rate_decay": True,
     "learning_rate_decay_frames": 40_000_000,
