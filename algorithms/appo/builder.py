@@ -30,8 +30,9 @@ APPO_DEFAULTS: dict[str, float | int | bool | str] = {
 # while the trainer works on this one (policy lag 1.5 to 2 learner steps on sticky Pong,
 # `policy/lag`). The IMPALA paper's shallow torso: in bfloat16 through oneDNN it trains twice
 # as fast as the Nature CNN. With 8 minibatches it fell behind per frame; with 16 it kept level
-# with the Nature CNN's three seeds on sticky Pong (+13.0 at 20M frames in 75 minutes, against
-# +12.1 to +14.7 in 116 to 123; BENCHMARKS.md, "The shallow torso with 16 minibatches per pass").
+# with the Nature CNN's three seeds on sticky Pong (+13.0 and +16.0 at 20M frames in 75 and 73
+# minutes, against +12.1 to +14.7 in 116 to 123; BENCHMARKS.md, "The shallow torso with 16
+# minibatches per pass" and "Sticky Pong-v5 under the new default, two seeds").
 ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
     "torso": "impala_shallow",
     "unroll_length": 32,
