@@ -32,7 +32,9 @@ APPO_DEFAULTS: dict[str, float | int | bool | str] = {
 # as fast as the Nature CNN. With 8 minibatches it fell behind per frame; with 16 it kept level
 # with the Nature CNN's three seeds on sticky Pong (+13.0 and +16.0 at 20M frames in 75 and 73
 # minutes, against +12.1 to +14.7 in 116 to 123; BENCHMARKS.md, "The shallow torso with 16
-# minibatches per pass" and "Sticky Pong-v5 under the new default, two seeds").
+# minibatches per pass" and "Sticky Pong-v5 under the new default, two seeds"). On Breakout-v5 it
+# learns a third less per frame than the Nature CNN (59.1 against 96.5 at 20M; level per wall
+# minute): BENCHMARKS.md, "Breakout-v5 under the new default".
 ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
     "torso": "impala_shallow",
     "unroll_length": 32,
