@@ -19,7 +19,8 @@ APPO_DEFAULTS: dict[str, float | int | bool | str] = {
     "vtrace_lambda": 0.95,
 }
 
-# Atari (ALE ids): chosen by the sticky-Pong screens in BENCHMARKS.md ("Atari defaults").
+# Atari (ALE ids): chosen by the screens in BENCHMARKS.md, "Learning Atari per frame as IMPALA and
+# PPO do: APPO's defaults".
 # 2 actors x 32 envs; a batch is all 64 envs' unrolls of 32 steps (2,048 transitions), cut
 # into 16 minibatches of 128 transitions (4 unrolls), 4 passes: 32 steps per 1,024 transitions,
 # twice CleanRL's 8 envs x 128 steps in 4 minibatches x 4 epochs. Adam 2.5e-4 falling linearly
@@ -29,12 +30,11 @@ APPO_DEFAULTS: dict[str, float | int | bool | str] = {
 # learning-rate horizon"). The queue holds one batch, so the actors act on the next batch
 # while the trainer works on this one (policy lag 1.5 to 2 learner steps on sticky Pong,
 # `policy/lag`). The IMPALA paper's shallow torso: in bfloat16 through oneDNN it trains twice
-# as fast as the Nature CNN. With 8 minibatches it fell behind per frame; with 16 it kept level
-# with the Nature CNN's three seeds on sticky Pong (+13.0 and +16.0 at 20M frames in 75 and 73
-# minutes, against +12.1 to +14.7 in 116 to 123; BENCHMARKS.md, "The shallow torso with 16
-# minibatches per pass" and "Sticky Pong-v5 under the new default, two seeds"). On Breakout-v5 it
-# learns a third less per frame than the Nature CNN (59.1 against 96.5 at 20M; level per wall
-# minute): BENCHMARKS.md, "Breakout-v5 under the new default".
+# as fast as the Nature CNN. With 16 minibatches it kept level with the Nature CNN per frame on
+# sticky Pong (two seeds +14.5 at 20M, in 73 and 75 minutes against 116 to 123) but learns
+# Breakout-v5 a third slower per frame (59.1 against 96.5 at 20M); 8 minibatches were worse on
+# both. BENCHMARKS.md: "The shallow torso with 16 minibatches per pass", "Sticky Pong-v5 under
+# the new default, two seeds", "Breakout-v5 under the new default".
 ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
     "torso": "impala_shallow",
     "unroll_length": 32,
