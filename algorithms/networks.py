@@ -25,8 +25,8 @@ UINT8 = np.dtype(np.uint8)  # frames travel as bytes
 
 @dataclass
 class NetworkConfig:
-    torso: str = "auto"  # auto | mlp | nature | impala_shallow | minatar | pool (auto: mlp for vectors; images:
-    # nature from 36 pixels a side, minatar below; pool: next to free, for measuring the learner's own path)
+    torso: str = "auto"  # auto | mlp | nature | nature_half | impala_shallow | minatar | pool (auto: mlp for
+    # vectors; images: nature from 36 pixels a side, minatar below; pool: next to free, for measuring the learner)
     mlp_sizes: tuple[int, ...] = (64, 64)  # hidden layers of the mlp torso
     lstm_size: int = 0  # LSTM core size; 0: none for vtrace; for r2d2 512 (Atari frames), 128 (small images), 64
     frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for [H, W, C] and vectors)
@@ -95,6 +95,7 @@ class ConvTorso(tf.Module):
 
     SPECS = {
         "nature": (((32, 8, 4), (64, 4, 2), (64, 3, 1)), 512),
+        "nature_half": (((16, 8, 4), (32, 4, 2), (32, 3, 1)), 256),  # Nature's layers, half the width
         "impala_shallow": (((16, 8, 4), (32, 4, 2)), 256),
         "minatar": (((16, 3, 1),), 128),
     }

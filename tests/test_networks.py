@@ -113,3 +113,17 @@ def test_pool_torso_sees_cell_means_of_the_stack(obs_shape):
     brighter = obs.copy()
     brighter[-1, 0] += 50
     assert not np.allclose(features(brighter)[-1, 0], base[-1, 0])
+
+
+def test_nature_half_torso_has_natures_layers_at_half_the_width():
+    config = NetworkConfig(torso="nature_half", frame_stack=4)
+    net = PolicyValueNet(config, (84, 84), 6, seed=0)
+    shapes = [tuple(conv.w.shape) for conv in net.torso.torso.convs]
+    assert shapes == [(8, 8, 4, 16), (4, 4, 16, 32), (3, 3, 32, 32)]
+    assert tuple(net.torso.torso.fc.w.shape) == (7 * 7 * 32, 256)
+    rng = np.random.default_rng(2)
+    obs = rng.integers(0, 255, (3, 2, 84, 84), dtype=np.uint8)
+    first = np.zeros((3, 2), bool)
+    first[0] = True
+    logits, values = _run_both_ways(config, (84, 84), obs, first)
+    assert logits.shape == (3, 2, 3) and values.shape == (3, 2)
