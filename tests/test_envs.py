@@ -58,6 +58,22 @@ def test_atari_flags_lost_lives_and_the_game_goes_on():
         envs.close()
 
 
+def test_pong_has_no_lives_to_lose_so_life_loss_terminal_changes_nothing_there():
+    envs = make_envs("PongNoFrameskip-v4", 2, threads=1)
+    try:
+        envs.reset(seeds=[0, 1])
+        rng = np.random.default_rng(0)
+        points = games_over = 0
+        for _ in range(1200):  # a random agent loses a game 21-0 in about 800 steps
+            batch = envs.step(rng.integers(0, envs.num_actions, 2))
+            assert not batch.life_lost.any()
+            points += int((batch.rewards != 0).sum())
+            games_over += int(batch.terminated.sum())
+        assert games_over >= 1 and points >= 21  # points were lost, and no life with them
+    finally:
+        envs.close()
+
+
 def test_autoreset_is_flagged_as_first_and_carries_no_reward():
     envs = make_envs("CartPole-v1", 4)
     try:
