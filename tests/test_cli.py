@@ -81,6 +81,12 @@ def test_env_vars_set_defaults_and_given_flags_still_win(monkeypatch):
     assert build_parser("actor").parse_args([]).envs == 32
 
 
+def test_appo_ends_atari_episodes_at_a_lost_life_for_training_and_a_flag_turns_it_off():
+    assert build_parser("run", "appo", "ALE/Breakout-v5").parse_args([]).life_loss_terminal
+    assert not build_parser("run", "appo", "ALE/Breakout-v5").parse_args(["--no-life-loss-terminal"]).life_loss_terminal
+    assert not build_parser("run", "appo", "CartPole-v1").parse_args([]).life_loss_terminal
+
+
 def test_env_vars_win_over_task_defaults(monkeypatch):
     monkeypatch.setenv("SEEDFLEET_BURN_IN", "7")
     monkeypatch.setenv("SEEDFLEET_EVAL_ACTORS", "0")
