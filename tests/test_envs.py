@@ -42,36 +42,34 @@ def test_atari_batch_sends_single_unclipped_frames():
         envs.close()
 
 
-def test_atari_flags_lost_lives_and_the_game_goes_on():
-    envs = make_envs("ALE/Breakout-v5", 2, threads=1)
+def random_play(env_id: str, steps: int):
+    """Two envs of `env_id` under uniformly random actions: yields each step's batch."""
+    envs = make_envs(env_id, 2, threads=1)
     try:
         envs.reset(seeds=[0, 1])
         rng = np.random.default_rng(0)
-        lost = games_over = 0
-        for _ in range(1500):
-            batch = envs.step(rng.integers(0, 4, 2))
-            assert not (batch.life_lost & batch.first).any()
-            lost += int((batch.life_lost & ~batch.terminated).sum())  # a life, not the game
-            games_over += int(batch.terminated.sum())
-        assert lost >= 4 * games_over and lost >= 4  # Breakout has five lives per game
+        for _ in range(steps):
+            yield envs.step(rng.integers(0, envs.num_actions, 2))
     finally:
         envs.close()
+
+
+def test_atari_flags_lost_lives_and_the_game_goes_on():
+    lost = games_over = 0
+    for batch in random_play("ALE/Breakout-v5", 1500):
+        assert not (batch.life_lost & batch.first).any()
+        lost += int((batch.life_lost & ~batch.terminated).sum())  # a life, not the game
+        games_over += int(batch.terminated.sum())
+    assert lost >= 4 * games_over and lost >= 4  # Breakout has five lives per game
 
 
 def test_pong_has_no_lives_to_lose_so_life_loss_terminal_changes_nothing_there():
-    envs = make_envs("PongNoFrameskip-v4", 2, threads=1)
-    try:
-        envs.reset(seeds=[0, 1])
-        rng = np.random.default_rng(0)
-        points = games_over = 0
-        for _ in range(1200):  # a random agent loses a game 21-0 in about 800 steps
-            batch = envs.step(rng.integers(0, envs.num_actions, 2))
-            assert not batch.life_lost.any()
-            points += int((batch.rewards != 0).sum())
-            games_over += int(batch.terminated.sum())
-        assert games_over >= 1 and points >= 21  # points were lost, and no life with them
-    finally:
-        envs.close()
+    points = games_over = 0
+    for batch in random_play("PongNoFrameskip-v4", 1200):  # a random agent loses 21-0 in about 800 steps
+        assert not batch.life_lost.any()
+        points += int((batch.rewards != 0).sum())
+        games_over += int(batch.terminated.sum())
+    assert games_over >= 1 and points >= 21  # points were lost, and no life with them
 
 
 def test_autoreset_is_flagged_as_first_and_carries_no_reward():
