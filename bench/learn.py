@@ -20,7 +20,9 @@ those frames with their sources. `--report-only` first keeps whatever runs/learn
 
 A variant (`--variant NAME --flags "..."`) runs a case with flags beyond its defaults,
 under runs/learn/<case>@<NAME>/; the case's table and plot show it beside the defaults'
-runs, so a flag becomes a default only when the curves say so.
+runs, so a flag becomes a default only when the curves say so. Each run's config.json (every
+flag as it resolved) is kept too, and the report names what it ran with beyond today's
+defaults (bench/run_config.py): the flags given stay true only while the defaults stand.
 """
 
 from __future__ import annotations
@@ -41,12 +43,14 @@ from pathlib import Path
 
 from seedfleet.bench.references import REFERENCES, Reference
 from seedfleet.bench.report import machine, machine_label, replace_section
+from seedfleet.bench.run_config import Defaults, configs_markdown, todays_defaults
+from seedfleet.settings import CONFIG_FILE
 
 BEGIN, END = "<!-- learn:begin -->", "<!-- learn:end -->"
 RUNS = Path("runs/learn")  # the runs' log dirs (checkpoints, summaries, console)
 RESULTS = Path("bench/results/learn")  # what the report reads: each run's curve and summary, kept in git
 MACHINE_FILE = "machine.json"  # in a run's log dir: the machine of each stretch of the run (record_machine)
-KEPT = ("progress.csv", "summary.json", MACHINE_FILE)
+KEPT = ("progress.csv", "summary.json", MACHINE_FILE, CONFIG_FILE)  # CONFIG_FILE: the learner's record
 STOP = threading.Event()  # set by SIGTERM or SIGINT to the bench (stop_on_signals)
 
 
@@ -235,7 +239,8 @@ def marks_read(curve: list[dict], summary: dict, frames: float, marks: tuple[int
     return values
 
 
-def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str) -> list[str]:
+def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str,
+                  defaults: Defaults = todays_defaults) -> list[str]:
     marks = " | ".join(f"return at {_frames(m)}" for m in case.marks)
     command = f"seedfleet run --env {case.env} --algo {case.algo} --max-frames {case.frames} --seed N"
     lines = [f"### {name}: {case.env}, {case.algo}", "", f"`{' '.join([command, *case.args])}`"]
@@ -266,6 +271,8 @@ def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str) -> l
         values = " | ".join(_cell(ref.returns.get(m, math.nan)) for m in case.marks)
         lines.append(f"| {ref.name} | {values} | | | | |")
     lines += ["", *(f"- {ref.name}: {ref.source}" for ref in case.references)]
+    runs = [(group.label(seed), logdir) for group in groups for seed, logdir in sorted(group.seeds.items())]
+    lines += configs_markdown(runs, run_command(case, 0, Path(name)), defaults)
     if plot:
         lines += ["", f"![{name}]({plot})"]
     return lines + [""]
@@ -313,7 +320,7 @@ def plot_case(case: Case, groups: list[RunGroup], png: Path) -> bool:
     return True
 
 
-def report(md_path: Path, names: list[str], runs: Path = RESULTS) -> None:
+def report(md_path: Path, names: list[str], runs: Path = RESULTS, defaults: Defaults = todays_defaults) -> None:
     m = machine()
     body = [f"Report of {m['date']}, commit {m['commit']}, {m['cores']} cores of {m['cpu']}.", ""]
     for name in names:
@@ -321,7 +328,8 @@ def report(md_path: Path, names: list[str], runs: Path = RESULTS) -> None:
         if not groups:
             continue
         png = md_path.parent / f"BENCHMARKS-learn-{name}.png"
-        body += case_markdown(name, CASES[name], groups, png.name if plot_case(CASES[name], groups, png) else "")
+        body += case_markdown(name, CASES[name], groups, png.name if plot_case(CASES[name], groups, png) else "",
+                              defaults)
     replace_section(md_path, BEGIN, END, "\n".join(body))
 
 

@@ -1,5 +1,6 @@
 """The `seedfleet` command: `learner`, `actor`, `run` (a learner and local actors), `bench`,
 `eval` and `export` (a checkpoint's policy played locally, or written as a SavedModel).
+`--print-config` on any of them prints every flag's resolved value as JSON and exits.
 
 Subcommands import lazily: `seedfleet actor` never loads TensorFlow. The others load it
 without its native start-up lines unless `--verbose` (server/native_logs.py).
@@ -9,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import logging
 import sys
 from dataclasses import dataclass
 
 from seedfleet.deploy.flags import ENV_HELP, PresetError, add_flags, check_defaults, env_setting, from_flags
 from seedfleet.errors import UsageError
+from seedfleet.settings import flag_values
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,9 @@ def build_parser(command: str, algo: str = "vtrace", env: str = "CartPole-v1") -
     check_defaults(defaults, classes)
     for cls in classes:
         add_flags(parser, cls, taken, defaults)
+    parser.add_argument("--print-config", action="store_true",
+                        help="print every flag's value as resolved (task defaults, environment, flags given) "
+                             "as JSON and exit; a run records the same in its log dir's config.json")
     if COMMANDS[command].tensorflow:
         parser.add_argument("--verbose", action="store_true", default=bool(env_setting("verbose", False)),
                             help="TensorFlow's native start-up and info lines on the console "
@@ -130,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         algo, env = _algo_and_env(command, rest)
         args = build_parser(command, algo, env).parse_args(rest)
         configs = [from_flags(cls, args) for cls in _classes(command, algo)]
+        if args.print_config:
+            print(json.dumps(flag_values(*configs), indent=1))
+            return 0
         return getattr(importlib.import_module(COMMANDS[command].module), COMMANDS[command].entry)(*configs)
     except (UsageError, PresetError) as error:
         print(f"seedfleet {command}: error: {error}", file=sys.stderr)

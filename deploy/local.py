@@ -87,7 +87,7 @@ def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: AlgoConfig, ne
     fleet = Fleet(launch, learner.token_file)
     try:
         summary = asyncio.run(serve(learner, algo, network, on_ready=fleet.start, stop_when=fleet.check,
-                                    launched_envs=launch.actors * launch.envs_per_actor))
+                                    launched_envs=launch.actors * launch.envs_per_actor, launch=launch))
     except CheckpointMismatch as error:
         log.error("%s", error)
         return 2

@@ -21,6 +21,7 @@ from seedfleet.algorithms.registry import AlgoConfig
 from seedfleet.server.assembly import Learner, LearnerConfig
 from seedfleet.server.checkpoint import CheckpointMismatch
 from seedfleet.server.metrics import Metrics, write_summary
+from seedfleet.settings import flag_values, record_config
 
 log = logging.getLogger("seedfleet.learner")
 
@@ -67,12 +68,17 @@ async def serve(
     stop_when: Callable[[Metrics], str | None] | None = None,
     train: bool = True,
     launched_envs: int = 0,
+    launch: object | None = None,
 ) -> dict:
     """Runs the learner until the target, the frame budget, a signal or a stop reason from
     `stop_when(metrics)` (asked four times a second); returns the summary. With `train`
     off, unrolls are assembled and dropped (seedfleet bench's serve phase). `launched_envs`: the
-    training envs the caller starts beside it (0: not known; R2D2 spreads its epsilons over them)."""
+    training envs the caller starts beside it (0: not known; R2D2 spreads its epsilons over them).
+    `launch`: the caller's own config dataclass (seedfleet run's actors), recorded in the log
+    dir's config.json with the learner's, the algorithm's and the network's."""
     learner = await Learner.build(config, algo_config, network, train, launched_envs)
+    configs = (launch, config, algo_config, network) if launch is not None else (config, algo_config, network)
+    record_config(learner.logdir, flag_values(*configs), learner.metrics.frames)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -219,3 +219,21 @@ def test_a_preset_key_that_names_no_flag_or_has_the_wrong_type_is_an_error(monke
     monkeypatch.setitem(registry.ALGORITHMS, "vtrace", dataclasses.replace(entry, task_defaults=lambda f, r: {
         "learning_rate": 1}))  # an int where a float is expected is fine
     assert build_parser("learner", "vtrace", "CartPole-v1").parse_args([]).learning_rate == 1
+
+
+def test_print_config_shows_every_flag_as_resolved_and_runs_nothing(monkeypatch, capsys, tmp_path):
+    """The task's defaults (APPO's on an ALE id), an environment variable and a given flag all
+    show in the record, a NaN as null (strict JSON), and nothing is started or written."""
+    import json
+
+    monkeypatch.setenv("SEEDFLEET_ENTROPY_COST", "0.02")
+    logdir = tmp_path / "run"
+    assert main(["run", "--env", "ALE/Breakout-v5", "--no-life-loss-terminal", "--logdir", str(logdir),
+                 "--print-config"]) == 0
+    flags = json.loads(capsys.readouterr().out)
+    assert flags["algo"] == "appo" and flags["torso"] == "impala_shallow" and flags["envs_per_actor"] == 32
+    assert flags["life_loss_terminal"] is False and flags["entropy_cost"] == 0.02
+    assert flags["target_return"] is None and flags["mlp_sizes"] == [64, 64]
+    assert not logdir.exists()
+    assert main(["actor", "--envs", "3", "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["envs"] == 3

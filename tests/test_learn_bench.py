@@ -23,6 +23,7 @@ from seedfleet.bench.learn import (
     run_until,
 )
 from seedfleet.machine_cpu import vector_units
+from seedfleet.settings import CONFIG_FILE, record_config
 
 
 def _fake_run(logdir, rows, summary):
@@ -33,11 +34,11 @@ def _fake_run(logdir, rows, summary):
     (logdir / "summary.json").write_text(json.dumps(summary))
 
 
-def report_text(tmp_path, runs, names) -> str:
+def report_text(tmp_path, runs, names, **kwargs) -> str:
     """The learn section `report` writes for `names` from the runs under `runs`."""
     md = tmp_path / "BENCHMARKS.md"
     md.write_text(f"{BEGIN}\n{END}\n")
-    report(md, names, runs=runs)
+    report(md, names, runs=runs, **kwargs)
     return md.read_text()
 
 
@@ -95,17 +96,50 @@ def test_a_variant_is_reported_beside_the_defaults_with_its_flags(tmp_path):
     assert "- normadv: the same with `--normalize-advantages`" in text
 
 
+def test_runs_with_a_config_record_are_stated_against_today_s_defaults(tmp_path):
+    """A run's config.json is compared with what the case resolves to today: a default that
+    moved after the run shows as the flag it ran with; seed, log dir and --fresh do not count;
+    a run without a record gets no line, and today's defaults are asked once per case."""
+    runs = tmp_path / "runs"
+    today = {"seed": 0, "logdir": "x", "fresh": True, "torso": "impala_shallow", "life_loss_terminal": True,
+             "learning_rate": 0.00025, "mlp_sizes": [64, 64], "target_return": None}
+    then = {**today, "seed": 1, "logdir": "runs/learn/breakout/seed1", "fresh": False, "life_loss_terminal": False}
+    summary = {"frames": 10_000_000, "wall_s": 1200, "stop_reason": "signal"}
+    _fake_run(runs / "breakout" / "seed0", [(600, 5e6, 10.0)], summary)  # from before config.json
+    _fake_run(runs / "breakout" / "seed1", [(600, 5e6, 12.0)], summary)
+    record_config(runs / "breakout" / "seed1", then, 0)
+    _fake_run(runs / "breakout@nature" / "seed0", [(600, 5e6, 20.0)], summary)
+    (runs / "breakout@nature" / VARIANT_FILE).write_text(json.dumps({"flags": ["--torso", "nature"]}))
+    record_config(runs / "breakout@nature" / "seed0", {**today, "torso": "nature", "learning_rate": 6e-4}, 0)
+    record_config(runs / "breakout@nature" / "seed0", {**today, "torso": "nature", "mlp_sizes": [32]}, 3_000_000)
+    asked = []
+
+    def defaults(command):
+        asked.append(list(command))
+        return today
+
+    text = report_text(tmp_path, runs, ["breakout"], defaults=defaults)
+    assert len(asked) == 1 and asked[0][asked[0].index("--env") + 1] == "ALE/Breakout-v5"
+    assert "- seed 1: `--no-life-loss-terminal`" in text
+    assert "- seed 0, nature: `--torso nature --learning-rate 0.0006 then --torso nature --mlp-sizes 32`" in text
+    assert "- seed 0: `" not in text  # no record, no line
+    assert report_text(tmp_path, runs, ["pong"], defaults=defaults) and len(asked) == 1  # no runs there
+
+
 def test_finished_runs_are_kept_apart_from_their_log_dirs_and_reported_from_there(tmp_path):
     runs, results = tmp_path / "runs", tmp_path / "results"
     _fake_run(runs / "pong@epochs2" / "seed3", [(600, 5e6, -15.0)],
               {"frames": 5_000_000, "wall_s": 600, "stop_reason": "signal"})
     (runs / "pong@epochs2" / VARIANT_FILE).write_text(json.dumps({"flags": ["--epochs", "2"]}))
     (runs / "pong@epochs2" / "seed3" / "checkpoints").mkdir()
+    record_config(runs / "pong@epochs2" / "seed3", {"epochs": 2}, 0)
     (runs / "pong" / "seed0").mkdir(parents=True)  # started, nothing written yet: not kept
     assert keep_all(runs, results) == [results / "pong@epochs2" / "seed3"]
-    assert sorted(p.name for p in (results / "pong@epochs2" / "seed3").iterdir()) == ["progress.csv", "summary.json"]
-    text = report_text(tmp_path, results, ["pong"])
+    kept = sorted(p.name for p in (results / "pong@epochs2" / "seed3").iterdir())
+    assert kept == sorted(["progress.csv", "summary.json", CONFIG_FILE])
+    text = report_text(tmp_path, results, ["pong"], defaults=lambda _: {"epochs": 4})
     assert "- epochs2: the same with `--epochs 2`" in text and "| seed 3, epochs2 | - | -15.0 |" in text
+    assert "- seed 3, epochs2: `--epochs 2`" in text
 
 
 _WRITES_PROGRESS = """

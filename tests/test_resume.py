@@ -4,6 +4,7 @@ themselves; counters continue; SIGTERM writes a last checkpoint and exits 0 quic
 import json
 import re
 import signal
+import subprocess
 import time
 
 import pytest
@@ -12,6 +13,7 @@ from conftest import Proc, seedfleet, start_learner
 
 from seedfleet.deploy import fleet_check
 from seedfleet.server.checkpoint import CheckpointStore
+from seedfleet.settings import read_config
 
 
 def _all_checkpoints_read_back(directory) -> list[dict]:
@@ -83,6 +85,14 @@ def test_a_killed_learner_resumes_from_its_newest_checkpoint(procs, tmp_path, al
     assert again.popen.wait(timeout=60) == 0, again.output()[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["env_steps"] > frames_at_restore
+    # config.json: a stretch per start, the resumed one from the frames restored, each
+    # holding every flag as `--print-config` resolves the same command
+    first, resumed = read_config(tmp_path)
+    assert (first["from_frames"], resumed["from_frames"]) == (0, frames_at_restore)
+    assert first["flags"]["checkpoint_interval_s"] == 1.0 and first["flags"]["algo"] == algo_args[1]
+    printed = subprocess.run([*seedfleet("learner", "--address", address, "--progress-interval-s", "1", *args),
+                              "--print-config"], capture_output=True, text=True, check=True)
+    assert resumed["flags"] == json.loads(printed.stdout)
     states = _all_checkpoints_read_back(tmp_path / "checkpoints")
     assert states[0]["metrics"]["env_steps"] >= summary["env_steps"]  # the last one was saved at the stop
     assert states[0]["metrics"]["learner_steps"] >= state["metrics"]["learner_steps"]

@@ -1,0 +1,53 @@
+"""What a kept run ran with, stated against today's defaults.
+
+A variant's variant.json names the flags it was given beyond the defaults of its day, and
+those defaults move. The run's own config.json (seedfleet/settings.py) holds every flag as
+it resolved, so the report compares that with what the same case resolves to today
+(`seedfleet run ... --print-config`) and names the difference as flags: a record that stays
+right whatever the defaults become.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from seedfleet.settings import flag_words, read_config
+
+# Flags that name the run rather than what it learns with: every seed and log dir differs,
+# and a resumed stretch drops --fresh.
+PER_RUN = frozenset({"seed", "logdir", "fresh"})
+
+Defaults = Callable[[Sequence[str]], dict]  # a case's `seedfleet run` command -> its flags' values today
+
+
+def todays_defaults(command: Sequence[str]) -> dict:
+    """Every flag's value for `command` (a `seedfleet run` command line, from the Python
+    executable on) as it resolves today."""
+    out = subprocess.run([*command, "--print-config"], capture_output=True, text=True, check=True, timeout=300)
+    return json.loads(out.stdout)
+
+
+def differences(stretches: list[dict], defaults: dict) -> str:
+    """The flags a run's stretches held beyond `defaults`, as `--flag value` words; stretches
+    that differ from each other are joined by "then". A flag only one side has (added or
+    removed since) says nothing about the other, and is left out."""
+    words = []
+    for stretch in stretches:
+        changed = {k: v for k, v in stretch["flags"].items() if k not in PER_RUN and defaults.get(k, v) != v}
+        words.append(" ".join(flag_words(changed)) or "today's defaults")
+    return " then ".join(dict.fromkeys(words))
+
+
+def configs_markdown(runs: list[tuple[str, Path]], command: Sequence[str], defaults: Defaults) -> list[str]:
+    """A line per run with a config.json (`runs`: label and log dir): what it ran with against
+    today's defaults. Runs from before config.json get none; their variant.json says what they
+    were given. `defaults` is asked once, and only when some run has a record."""
+    recorded = [(label, stretches) for label, logdir in runs if (stretches := read_config(logdir))]
+    if not recorded:
+        return []
+    today = defaults(command)
+    return ["", "Against today's defaults, by each run's config.json:", "",
+            *(f"- {label}: `{differences(stretches, today)}`" for label, stretches in recorded)]

@@ -1,0 +1,70 @@
+"""A run's settings as a record: every flag's value, resolved, in the run's log dir.
+
+The learner writes CONFIG_FILE when it starts: the value of each flag of its configs
+(the task's defaults and the flags given, resolved), so a curve kept for later says what
+ran even after the defaults change. A resumed run adds a stretch (the frames it starts
+from and its flags); a fresh one starts the list again. `seedfleet <command> --print-config`
+prints the same record without running, and `flag_words` turns a difference between two
+records back into the flags that make it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+
+CONFIG_FILE = "config.json"  # in a run's log dir: [{"from_frames": n, "flags": {name: value}}, ...]
+
+
+def _json_value(value: object) -> object:
+    if isinstance(value, tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, float) and math.isnan(value):
+        return None  # strict JSON has no NaN; an unset float flag (--target-return) reads as null
+    return value
+
+
+def flag_values(*configs: object) -> dict[str, object]:
+    """Every field of the config dataclasses by name (a flag each), as strict JSON holds it."""
+    return {field.name: _json_value(getattr(config, field.name))
+            for config in configs for field in dataclasses.fields(config)}
+
+
+def record_config(logdir: Path, flags: dict[str, object], from_frames: int) -> None:
+    """Writes the run's CONFIG_FILE atomically: a run restored at `from_frames` > 0 adds a
+    stretch to the record there; a run from frame 0 starts it again."""
+    path = logdir / CONFIG_FILE
+    stretches = []
+    if from_frames > 0 and path.exists():
+        try:
+            stretches = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            stretches = []  # a record cut short (a full disk): this stretch still gets one
+    stretches.append({"from_frames": from_frames, "flags": flags})
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(stretches, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+def read_config(logdir: Path) -> list[dict]:
+    """The stretches of the run's CONFIG_FILE; [] for a run without one (from before it existed)."""
+    path = logdir / CONFIG_FILE
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def flag_words(flags: dict[str, object]) -> list[str]:
+    """The command-line flags that set these values: `--name value`, `--name` or `--no-name`
+    for a bool, `--name a b` for a list."""
+    words: list[str] = []
+    for name, value in flags.items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            words.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, list):
+            words += [flag, *map(str, value)]
+        else:
+            words += [flag, "unset" if value is None else str(value)]
+    return words
