@@ -16,9 +16,9 @@ from pathlib import Path
 
 from seedfleet.settings import flag_words, read_config
 
-# Flags that name the run rather than what it learns with: every seed and log dir differs,
-# and a resumed stretch drops --fresh.
-PER_RUN = frozenset({"seed", "logdir", "fresh"})
+# Flags that name the run rather than what it learns with: every seed and log dir differs, a
+# resumed stretch drops --fresh, and `seedfleet run` puts its learner on a free loopback port.
+PER_RUN = frozenset({"seed", "logdir", "fresh", "address"})
 
 Defaults = Callable[[Sequence[str]], dict]  # a case's `seedfleet run` command -> its flags' values today
 
@@ -31,14 +31,14 @@ def todays_defaults(command: Sequence[str]) -> dict:
 
 
 def differences(stretches: list[dict], defaults: dict) -> str:
-    """The flags a run's stretches held beyond `defaults`, as `--flag value` words; stretches
-    that differ from each other are joined by "then". A flag only one side has (added or
-    removed since) says nothing about the other, and is left out."""
-    words = []
+    """What a run's stretches held beyond `defaults`: the flags (`--flag value`) or "today's
+    defaults"; stretches that differ from each other are joined by "then". A flag only one
+    side has (added or removed since) says nothing about the other, and is left out."""
+    parts = []
     for stretch in stretches:
         changed = {k: v for k, v in stretch["flags"].items() if k not in PER_RUN and defaults.get(k, v) != v}
-        words.append(" ".join(flag_words(changed)) or "today's defaults")
-    return " then ".join(dict.fromkeys(words))
+        parts.append(f"`{' '.join(flag_words(changed))}`" if changed else "today's defaults")
+    return " then ".join(dict.fromkeys(parts))
 
 
 def configs_markdown(runs: list[tuple[str, Path]], command: Sequence[str], defaults: Defaults) -> list[str]:
@@ -50,4 +50,4 @@ def configs_markdown(runs: list[tuple[str, Path]], command: Sequence[str], defau
         return []
     today = defaults(command)
     return ["", "Against today's defaults, by each run's config.json:", "",
-            *(f"- {label}: `{differences(stretches, today)}`" for label, stretches in recorded)]
+            *(f"- {label}: {differences(stretches, today)}" for label, stretches in recorded)]

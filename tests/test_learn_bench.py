@@ -101,9 +101,10 @@ def test_runs_with_a_config_record_are_stated_against_today_s_defaults(tmp_path)
     moved after the run shows as the flag it ran with; seed, log dir and --fresh do not count;
     a run without a record gets no line, and today's defaults are asked once per case."""
     runs = tmp_path / "runs"
-    today = {"seed": 0, "logdir": "x", "fresh": True, "torso": "impala_shallow", "life_loss_terminal": True,
-             "learning_rate": 0.00025, "mlp_sizes": [64, 64], "target_return": None}
-    then = {**today, "seed": 1, "logdir": "runs/learn/breakout/seed1", "fresh": False, "life_loss_terminal": False}
+    today = {"seed": 0, "logdir": "x", "fresh": True, "address": "[::]:8470", "torso": "impala_shallow",
+             "life_loss_terminal": True, "learning_rate": 0.00025, "mlp_sizes": [64, 64], "target_return": None}
+    then = {**today, "seed": 1, "logdir": "runs/learn/breakout/seed1", "fresh": False, "address": "127.0.0.1:0",
+            "life_loss_terminal": False}
     summary = {"frames": 10_000_000, "wall_s": 1200, "stop_reason": "signal"}
     _fake_run(runs / "breakout" / "seed0", [(600, 5e6, 10.0)], summary)  # from before config.json
     _fake_run(runs / "breakout" / "seed1", [(600, 5e6, 12.0)], summary)
@@ -112,6 +113,8 @@ def test_runs_with_a_config_record_are_stated_against_today_s_defaults(tmp_path)
     (runs / "breakout@nature" / VARIANT_FILE).write_text(json.dumps({"flags": ["--torso", "nature"]}))
     record_config(runs / "breakout@nature" / "seed0", {**today, "torso": "nature", "learning_rate": 6e-4}, 0)
     record_config(runs / "breakout@nature" / "seed0", {**today, "torso": "nature", "mlp_sizes": [32]}, 3_000_000)
+    _fake_run(runs / "breakout@nature" / "seed1", [(600, 5e6, 20.0)], summary)
+    record_config(runs / "breakout@nature" / "seed1", {**today, "seed": 1}, 0)
     asked = []
 
     def defaults(command):
@@ -121,8 +124,9 @@ def test_runs_with_a_config_record_are_stated_against_today_s_defaults(tmp_path)
     text = report_text(tmp_path, runs, ["breakout"], defaults=defaults)
     assert len(asked) == 1 and asked[0][asked[0].index("--env") + 1] == "ALE/Breakout-v5"
     assert "- seed 1: `--no-life-loss-terminal`" in text
-    assert "- seed 0, nature: `--torso nature --learning-rate 0.0006 then --torso nature --mlp-sizes 32`" in text
-    assert "- seed 0: `" not in text  # no record, no line
+    assert "- seed 0, nature: `--torso nature --learning-rate 0.0006` then `--torso nature --mlp-sizes 32`" in text
+    assert "- seed 1, nature: today's defaults" in text
+    assert "- seed 0: " not in text  # no record, no line
     assert report_text(tmp_path, runs, ["pong"], defaults=defaults) and len(asked) == 1  # no runs there
 
 
