@@ -35,7 +35,8 @@ def flag_values(*configs: object) -> dict[str, object]:
 
 def record_config(logdir: Path, flags: dict[str, object], from_frames: int) -> None:
     """Writes the run's CONFIG_FILE atomically: a run restored at `from_frames` > 0 adds a
-    stretch to the record there; a run from frame 0 starts it again."""
+    stretch to the record there; a run from frame 0 starts it again. OSError when it cannot
+    be written (the record as it was is kept)."""
     path = logdir / CONFIG_FILE
     stretches = []
     if from_frames > 0 and path.exists():
@@ -45,8 +46,12 @@ def record_config(logdir: Path, flags: dict[str, object], from_frames: int) -> N
             stretches = []  # a record cut short (a full disk): this stretch still gets one
     stretches.append({"from_frames": from_frames, "flags": flags})
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(stretches, indent=1) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(stretches, indent=1) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk: the old record stays whole, no half file beside it
+        raise
 
 
 def read_config(logdir: Path) -> list[dict]:

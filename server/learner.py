@@ -78,7 +78,10 @@ async def serve(
     dir's config.json with the learner's, the algorithm's and the network's."""
     learner = await Learner.build(config, algo_config, network, train, launched_envs)
     configs = (launch, config, algo_config, network) if launch is not None else (config, algo_config, network)
-    record_config(learner.logdir, flag_values(*configs), learner.metrics.frames)
+    try:
+        record_config(learner.logdir, flag_values(*configs), learner.metrics.frames)
+    except OSError as error:  # as a checkpoint that cannot be saved: said, and the run goes on
+        log.warning("config.json not written, the run goes on without its record of flags: %s", error)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

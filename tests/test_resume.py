@@ -13,7 +13,7 @@ from conftest import Proc, seedfleet, start_learner
 
 from seedfleet.deploy import fleet_check
 from seedfleet.server.checkpoint import CheckpointStore
-from seedfleet.settings import read_config
+from seedfleet.settings import CONFIG_FILE, read_config
 
 
 def _all_checkpoints_read_back(directory) -> list[dict]:
@@ -109,3 +109,16 @@ def test_checkpoints_of_another_env_stop_the_learner_with_a_clear_error(tmp_path
                            "--fresh", "--max-frames", "1"))
     fresh.wait_for("listening on", timeout=120)
     assert fresh.stop() == 0
+
+
+def test_a_config_record_that_cannot_be_written_is_said_and_the_learner_serves_on(procs, tmp_path):
+    """config.json in the way (here a directory, as a full disk would fail the write): the
+    learner logs why and serves; no half-written record is left beside it."""
+    (tmp_path / CONFIG_FILE).mkdir()
+    learner, address = start_learner("--env", "CartPole-v1", "--logdir", str(tmp_path))
+    procs.append(learner)
+    assert any("config.json not written" in line for line in learner.lines), learner.output()[-2000:]
+    assert not (tmp_path / "config.tmp").exists()
+    actor = Proc(seedfleet("actor", "--learner", address, "--envs", "2"))
+    procs.append(actor)
+    learner.wait_for(r"frames [1-9]", timeout=60)
