@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
 
 import numpy as np
+
+from seedfleet.json_files import write_json
 
 
 class RoundTrips:
@@ -33,6 +33,4 @@ class RoundTrips:
         """Writes {"ended_at", "seconds"} as JSON, atomically."""
         ended_at, seconds = self.latest()
         body = {"ended_at": ended_at.tolist(), "seconds": seconds.tolist()}
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(body))
-        os.replace(tmp, path)
+        write_json(path, body, indent=None)

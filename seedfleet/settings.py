@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 from pathlib import Path
+
+from seedfleet.json_files import write_json
 
 CONFIG_FILE = "config.json"  # in a run's log dir: [{"from_frames": n, "flags": {name: value}}, ...]
 
@@ -37,27 +38,18 @@ def record_config(logdir: Path, flags: dict[str, object], from_frames: int) -> N
     """Writes the run's CONFIG_FILE atomically: a run restored at `from_frames` > 0 adds a
     stretch to the record there; a run from frame 0 starts it again. OSError when it cannot
     be written (the record as it was is kept)."""
-    path = logdir / CONFIG_FILE
-    stretches = []
-    if from_frames > 0 and path.exists():
-        try:
-            stretches = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            stretches = []  # a record cut short (a full disk): this stretch still gets one
-    stretches.append({"from_frames": from_frames, "flags": flags})
-    tmp = path.with_suffix(".tmp")
-    try:
-        tmp.write_text(json.dumps(stretches, indent=1) + "\n")
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)  # a full disk: the old record stays whole, no half file beside it
-        raise
+    stretches = read_config(logdir) if from_frames > 0 else []
+    write_json(logdir / CONFIG_FILE, [*stretches, {"from_frames": from_frames, "flags": flags}], indent=1)
 
 
 def read_config(logdir: Path) -> list[dict]:
-    """The stretches of the run's CONFIG_FILE; [] for a run without one (from before it existed)."""
+    """The stretches of the run's CONFIG_FILE; [] for a run without one (from before it existed)
+    or with one cut short (a full disk while it was written)."""
     path = logdir / CONFIG_FILE
-    return json.loads(path.read_text()) if path.exists() else []
+    try:
+        return json.loads(path.read_text()) if path.exists() else []
+    except json.JSONDecodeError:
+        return []
 
 
 def flag_words(flags: dict[str, object]) -> list[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 import threading
@@ -14,6 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
+from seedfleet.json_files import write_json
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import cpu_by_thread_name
 
@@ -317,14 +317,6 @@ class Reporter:
                                           1e6 * used / served)
                 self._last_cpu = cpu
         self.writer.flush()
-
-
-def write_json(path: Path, fields: dict) -> None:
-    """Writes a JSON file atomically (a temporary file, then a rename): a reader never sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(fields, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 def write_summary(path: Path, **fields) -> None:
