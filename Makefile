@@ -12,7 +12,8 @@ RUN_DEFAULT := --env CartPole-v1 --algo vtrace --target-return 475 --max-frames 
 # `make bench`: the Pong default three times, a sweep over actor counts, then BENCHMARKS.md.
 BENCH_ARGS ?= --env ALE/Pong-v5 --actors 4 --envs-per-actor 64 --env-threads 1 --seconds 30
 BENCH_SWEEP ?= 1,2,4,8
-BENCH_DIR := runs/bench
+# its JSON is kept in git, as the learning runs are
+BENCH_DIR := bench/results/throughput
 # `make learn-bench`: learning curves of the reference tasks beside published ones (hours: see bench/learn.py).
 LEARN_CASES ?=  # empty: every case of bench/learn.py
 LEARN_SEEDS ?= 0

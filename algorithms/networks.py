@@ -12,26 +12,14 @@ Agent state (a dict of tensors with a leading batch dimension):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import tensorflow as tf
 
+from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.errors import UsageError
 
 State = dict[str, tf.Tensor]
 UINT8 = np.dtype(np.uint8)  # frames travel as bytes
-
-
-@dataclass
-class NetworkConfig:
-    torso: str = "auto"  # auto | mlp | nature | nature_half | impala_shallow | minatar | pool (auto: mlp for
-    # vectors; images: nature from 36 pixels a side, minatar below; pool: next to free, for measuring the learner)
-    mlp_sizes: tuple[int, ...] = (64, 64)  # hidden layers of the mlp torso
-    lstm_size: int = 0  # LSTM core size; 0: none for vtrace; for r2d2 512 (Atari frames), 128 (small images), 64
-    frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for [H, W, C] and vectors)
-    compute_dtype: str = "auto"  # conv torso arithmetic: float32, bfloat16, or auto (bfloat16 on CPUs with bf16 units)
-    jit_compile: bool = True  # compile the training step with XLA (1.4x on an AVX2 CPU; auto's bfloat16 leaves it off)
 
 
 def _orthogonal(shape: tuple[int, ...], gain: float, rng: np.random.Generator) -> np.ndarray:

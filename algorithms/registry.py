@@ -1,64 +1,72 @@
 """Every algorithm, by the name `--algo` takes. Adding one is one folder and one line here.
 
-An entry gives the algorithm's config class (its flags), its task defaults (flag values
-that follow the env's family, seedfleet/envs, and `seedfleet run`'s launch), `make_agent`
-and `make_trainer`. Nothing outside this file picks an algorithm by name.
+An entry gives the algorithm's config class (its flags), its task defaults by env family
+(seedfleet/envs), and the module that builds its agent and trainer. This file and the
+configs it names are TensorFlow-free: the CLI reads them to answer `--help` or refuse a
+mistake at once, and the builder module (which loads TensorFlow) is imported only when a
+learner builds an agent. The CLI resolves the entry once and hands it down; nothing outside
+this file picks an algorithm by name.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from seedfleet.algorithms.agent import Agent, AgentContext
-from seedfleet.algorithms.appo import builder as appo
-from seedfleet.algorithms.impala import builder as impala
-from seedfleet.algorithms.impala.config import ImpalaConfig
-from seedfleet.algorithms.networks import NetworkConfig
-from seedfleet.algorithms.r2d2 import builder as r2d2
-from seedfleet.algorithms.r2d2.config import R2D2Config
-from seedfleet.algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
-from seedfleet.envs import family_for
+from seedfleet.algorithms.appo.config import appo_presets
+from seedfleet.algorithms.impala.config import ImpalaConfig, vtrace_presets
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.r2d2.config import R2D2Config, r2d2_presets
 from seedfleet.errors import UsageError
+from seedfleet.settings import Presets
 
-
-@dataclass(frozen=True)
-class Algorithm:
-    config_class: type
-    task_defaults: Callable[[str, bool], dict]  # (env family, run) -> flag defaults
-    make_agent: Callable[[Any, NetworkConfig, AgentContext], Agent]
-    make_trainer: Callable[[Agent, UnrollSource, LearnerStepRecorder, str, Any, int], TrainerThread]
-    learn_calls_per_sequence: Callable[[Any], float]  # `learn` calls that train on each sequence (replay ratio)
-
-
-ALGORITHMS: dict[str, Algorithm] = {
-    "vtrace": Algorithm(ImpalaConfig, impala.task_defaults, impala.make_agent, impala.make_trainer, lambda _: 1.0),
-    "appo": Algorithm(ImpalaConfig, appo.task_defaults, impala.make_agent, impala.make_trainer, lambda _: 1.0),
-    "r2d2": Algorithm(R2D2Config, r2d2.task_defaults, r2d2.make_agent, r2d2.make_trainer,
-                      lambda config: config.replay_ratio),
-}
+if TYPE_CHECKING:
+    from seedfleet.algorithms.agent import Agent, AgentContext
+    from seedfleet.algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
+    from seedfleet.stage_clock import StageClock
 
 AlgoConfig = ImpalaConfig | R2D2Config
 
 
+@dataclass(frozen=True)
+class Algorithm:
+    name: str
+    config_class: type
+    presets: Callable[[str], Presets]  # env family -> flag defaults, each part for the config it sets
+    builder: str  # the module with make_agent and make_trainer (TensorFlow), imported when they are called
+    learn_calls_per_sequence: Callable[[Any], float]  # `learn` calls that train on each sequence (replay ratio)
+
+    def make_agent(self, config: AlgoConfig, network: NetworkConfig, context: AgentContext) -> Agent:
+        return importlib.import_module(self.builder).make_agent(config, network, context)
+
+    def make_trainer(self, agent: Agent, queue: UnrollSource, metrics: LearnerStepRecorder, device: str,
+                     config: AlgoConfig, seed: int, clock: StageClock) -> TrainerThread:
+        return importlib.import_module(self.builder).make_trainer(agent, queue, metrics, device, config, seed, clock)
+
+
+IMPALA_BUILDER = "seedfleet.algorithms.impala.builder"
+
+ALGORITHMS: dict[str, Algorithm] = {
+    "vtrace": Algorithm("vtrace", ImpalaConfig, vtrace_presets, IMPALA_BUILDER, lambda _: 1.0),
+    "appo": Algorithm("appo", ImpalaConfig, appo_presets, IMPALA_BUILDER, lambda _: 1.0),
+    "r2d2": Algorithm("r2d2", R2D2Config, r2d2_presets, "seedfleet.algorithms.r2d2.builder",
+                      lambda config: config.replay_ratio),
+}
+
+
 def algorithm(name: str) -> Algorithm:
     if name not in ALGORITHMS:
-        raise UsageError(f"unknown algo {name!r}; choose from {', '.join(ALGORITHMS)}")
+        raise UsageError(f"unknown --algo {name!r}; choose from {', '.join(ALGORITHMS)}")
     return ALGORITHMS[name]
 
 
-# `--algo` when none is given, by env family: APPO on ALE (the Atari defaults, chosen by the
-# learning curves in BENCHMARKS.md), IMPALA's V-trace on any other.
+# `--algo` when none is given, by env family (seedfleet/envs): APPO on ALE (the Atari
+# defaults, chosen by the learning curves in BENCHMARKS.md), IMPALA's V-trace on any other.
 DEFAULT_ALGORITHM = {"ale": "appo"}
 FALLBACK_ALGORITHM = "vtrace"
 
 
-def default_algorithm(env: str) -> str:
-    return DEFAULT_ALGORITHM.get(family_for(env).name, FALLBACK_ALGORITHM)
-
-
-def task_defaults(algo: str, env: str, run: bool = False) -> dict:
-    """Flag defaults that follow the task: `algo`'s for the env's family, and for `seedfleet
-    run`'s launch. Any flag given still wins."""
-    return algorithm(algo).task_defaults(family_for(env).name, run)
+def default_algorithm(family: str) -> str:
+    return DEFAULT_ALGORITHM.get(family, FALLBACK_ALGORITHM)

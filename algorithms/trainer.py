@@ -48,14 +48,15 @@ class LearnerStepRecorder(Protocol):
 
 
 class TrainerThread(threading.Thread):
-    def __init__(self, agent: Agent, queue: UnrollSource, metrics: LearnerStepRecorder, device: str):
+    def __init__(self, agent: Agent, queue: UnrollSource, metrics: LearnerStepRecorder, device: str,
+                 clock: StageClock | None = None):
         super().__init__(name="trainer", daemon=True)
         self.agent, self.queue, self.metrics, self.device = agent, queue, metrics, device
         self.stopping = threading.Event()
         self.error: BaseException | None = None
         self.lock = threading.Lock()  # held while the variables change (checkpoints wait)
         self.nonfinite_in_a_row = 0
-        self.clock = StageClock()  # the learner's (server/assembly.py) once wired
+        self.clock = clock or StageClock()  # the learner's (server/assembly.py): CPU by stage
 
     def record_step(self, out: dict) -> None:
         """Reports one learner step's metrics; counts and warns of a step skipped for a
@@ -95,8 +96,8 @@ class OnPolicyTrainer(TrainerThread):
     drops them: the bench's serve-only phase), until stopped."""
 
     def __init__(self, agent: Agent, queue: UnrollSource, metrics: LearnerStepRecorder, device: str,
-                 learn: bool = True):
-        super().__init__(agent, queue, metrics, device)
+                 clock: StageClock | None = None, learn: bool = True):
+        super().__init__(agent, queue, metrics, device, clock)
         self.learn = learn
 
     def run(self) -> None:

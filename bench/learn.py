@@ -28,7 +28,6 @@ defaults (bench/run_config.py): the flags given stay true only while the default
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import shlex
@@ -41,15 +40,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seedfleet.bench.plot import EVALUATION, TRAINING, Curve, draw, has_returns, read_curve
 from seedfleet.bench.references import REFERENCES, Reference
-from seedfleet.bench.report import machine, machine_label, replace_section
+from seedfleet.bench.report import replace_section
+from seedfleet.bench.results_page import BEGIN as HEAD_BEGIN
+from seedfleet.bench.results_page import END as HEAD_END
+from seedfleet.bench.results_page import TaskResult, learning_table
 from seedfleet.bench.run_config import Defaults, configs_markdown, todays_defaults
+from seedfleet.machine_cpu import MACHINE_FILE, cpu_label, machine, read_machine
 from seedfleet.settings import CONFIG_FILE
 
 BEGIN, END = "<!-- learn:begin -->", "<!-- learn:end -->"
 RUNS = Path("runs/learn")  # the runs' log dirs (checkpoints, summaries, console)
 RESULTS = Path("bench/results/learn")  # what the report reads: each run's curve and summary, kept in git
-MACHINE_FILE = "machine.json"  # in a run's log dir: the machine of each stretch of the run (record_machine)
 KEPT = ("progress.csv", "summary.json", MACHINE_FILE, CONFIG_FILE)  # CONFIG_FILE: the learner's record
 STOP = threading.Event()  # set by SIGTERM or SIGINT to the bench (stop_on_signals)
 
@@ -69,17 +72,17 @@ class Case:
 
 CASES = {
     "pong": Case("ALE/Pong-v5", "appo", 20_000_000, (2_500_000, 5_000_000, 10_000_000, 20_000_000),
-                 ("--target-return", "18"), REFERENCES["pong"]),
+                 ("--target-return", "18"), REFERENCES["ALE/Pong-v5"]),
     # DeepMind's setting without sticky actions, as CleanRL's envpool and SB3's references ran
     # read at 10M as the acceptance does: a target stop would leave that mark unread
     "pong-nosticky": Case("PongNoFrameskip-v4", "appo", 20_000_000, (2_500_000, 5_000_000, 10_000_000),
-                          (), REFERENCES["pong-nosticky"], stop_at=10_000_000),
+                          (), REFERENCES["PongNoFrameskip-v4"], stop_at=10_000_000),
     "breakout": Case("ALE/Breakout-v5", "appo", 20_000_000, (2_500_000, 5_000_000, 10_000_000, 20_000_000),
-                     (), REFERENCES["breakout"]),
+                     (), REFERENCES["ALE/Breakout-v5"]),
     "minatar-breakout-vtrace": Case("MinAtar/Breakout-v1", "vtrace", 5_000_000, (1_000_000, 2_500_000, 5_000_000),
-                                    (), REFERENCES["minatar-breakout"]),
+                                    (), REFERENCES["MinAtar/Breakout-v1"]),
     "minatar-breakout-r2d2": Case("MinAtar/Breakout-v1", "r2d2", 5_000_000, (1_000_000, 2_500_000, 5_000_000),
-                                  ("--eval-envs", "4"), REFERENCES["minatar-breakout"]),
+                                  ("--eval-envs", "4"), REFERENCES["MinAtar/Breakout-v1"]),
 }
 
 
@@ -134,27 +137,6 @@ def keep_all(runs: Path = RUNS, results: Path = RESULTS) -> list[Path]:
             if (logdir / "progress.csv").exists()]
 
 
-def record_machine(logdir: Path, resume: bool) -> None:
-    """Notes this machine in the run's MACHINE_FILE as its run (or a resumed stretch of it)
-    starts, with the frames it starts from. Wall times compare only between runs on the same
-    kind of CPU (an APPO step trains at 1,023 env steps/s on one 2-core machine here and at
-    1,635 on another), so the report names each run's."""
-    path = logdir / MACHINE_FILE
-    stretches = json.loads(path.read_text()) if resume and path.exists() else []
-    curve = read_curve(logdir) if resume else []
-    stretches.append({**machine(), "from_frames": int(curve[-1]["frames"]) if curve else 0})
-    path.write_text(json.dumps(stretches, indent=1) + "\n")
-
-
-def cpu_label(logdir: Path) -> str:
-    """The CPU a run ran on, as the report names it; " then " between the machines of a run
-    resumed on another; "not recorded" for runs from before MACHINE_FILE."""
-    path = logdir / MACHINE_FILE
-    if not path.exists():
-        return "not recorded"
-    return " then ".join(dict.fromkeys(machine_label(m) for m in json.loads(path.read_text())))
-
-
 def run_command(case: Case, seed: int, logdir: Path, flags: tuple[str, ...] = (), resume: bool = False) -> list[str]:
     """`seedfleet run` of one seed; `resume` continues from the log dir's newest checkpoint."""
     return [sys.executable, "-m", "seedfleet.deploy.cli", "run", "--env", case.env, "--algo", case.algo,
@@ -192,28 +174,12 @@ def run_until(command: list[str], logdir: Path, timeout_s: float, stop_at: int |
         return proc.returncode
 
 
-def read_curve(logdir: Path) -> list[dict]:
-    """progress.csv as rows of floats (elapsed_s, frames, mean_return_last_100, ...)."""
-    path = logdir / "progress.csv"
-    if not path.exists():
-        return []
-    with path.open() as f:
-        return [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
-
-
-TRAINING, EVALUATION = "mean_return_last_100", "mean_eval_return_last_100"
-
-
 def return_at(curve: list[dict], frames: int, key: str = TRAINING) -> float:
     """The mean return over the last 100 episodes as of `frames` (NaN before the first
     full report or when the run ended before `frames` without reaching its target);
     `key` EVALUATION reads the evaluation actors' episodes instead."""
     seen = [row for row in curve if row["frames"] <= frames and not math.isnan(row.get(key, math.nan))]
     return seen[-1][key] if seen else math.nan
-
-
-def has_returns(curve: list[dict], key: str = TRAINING) -> bool:
-    return any(not math.isnan(row.get(key, math.nan)) for row in curve)
 
 
 def _cell(value: float) -> str:
@@ -279,58 +245,51 @@ def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str,
 
 
 def plot_case(case: Case, groups: list[RunGroup], png: Path) -> bool:
-    """Return against frames, with the references' points, and against wall time, each run
-    named with its CPU there (wall times compare only on the same kind). The defaults' seeds
-    are drawn bold, variants thin."""
-    import matplotlib
+    """Return against frames, with the references' points, and against wall time (bench/plot.py,
+    as `seedfleet plot` draws runs), each run named with its CPU there. The defaults' seeds are
+    drawn bold, variants thin."""
+    curves = [Curve(f"seedfleet {group.label(seed)}", read_curve(logdir), cpu_label(logdir), bold=not group.variant)
+              for group in groups for seed, logdir in sorted(group.seeds.items())]
+    return bool(draw(curves, png, f"{case.env} ({case.algo})", case.references, x_max=case.frames))
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    runs = [(group, seed, d) for group in groups for seed, d in sorted(group.seeds.items())]
-    curves = [read_curve(d) for _, _, d in runs]
-    if not any(has_returns(c, key) for c in curves for key in (TRAINING, EVALUATION)):
-        return False
-    colours = plt.get_cmap("tab20").colors
-    fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(15, 5.5))
-    for i, ((group, seed, logdir), curve) in enumerate(zip(runs, curves, strict=True)):
-        style = {"color": colours[(2 * i) % 20 + (i // 10) % 2], "lw": 1.0 if group.variant else 2.2}
-        for key, line, label in ((TRAINING, "-", f"seedfleet {group.label(seed)}"),
-                                 (EVALUATION, ":", f"seedfleet {group.label(seed)}, evaluation actors")):
-            rows = [r for r in curve if not math.isnan(r.get(key, math.nan))]
-            if rows:
-                returns = [r[key] for r in rows]
-                by_frames.plot([r["frames"] / 1e6 for r in rows], returns, line, **style)
-                by_time.plot([r["elapsed_s"] / 60 for r in rows], returns, line, label=f"{label} ({cpu_label(logdir)})",
-                             **style)
-    for ref, marker in zip(case.references, "osD^vP*X", strict=False):  # references: grey, one marker each
-        points = sorted(ref.returns.items())
-        by_frames.plot([f / 1e6 for f, _ in points], [v for _, v in points], "--", marker=marker, color="dimgrey",
-                       lw=0.8, markersize=6, markerfacecolor="white", label=ref.name)
-    by_frames.set(xlabel="frames (M)", ylabel="mean return, last 100 episodes", title=f"{case.env} ({case.algo})",
-                  xlim=(0, case.frames / 1e6 * 1.02))
-    by_time.set(xlabel="wall time (minutes, on the CPU named)", title="against wall time")
-    by_frames.legend(fontsize=7, loc="lower right", title="references", title_fontsize=7)  # the runs: at right
-    by_time.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    for ax in (by_frames, by_time):
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(png, dpi=90)
-    plt.close(fig)
-    return True
+def task_result(name: str, case: Case, group: RunGroup, picture: str) -> TaskResult:
+    """The default's seeds of a case as the head of BENCHMARKS.md reads them."""
+    reads, walls, rates, commits, cpus = [], [], [], [], []
+    for _, logdir in sorted(group.seeds.items()):
+        curve = read_curve(logdir)
+        summary = json.loads((logdir / "summary.json").read_text()) if (logdir / "summary.json").exists() else {}
+        last = curve[-1] if curve else {}
+        reads.append(marks_read(curve, summary, summary.get("frames", last.get("frames", 0)), case.marks))
+        walls.append(summary.get("wall_s", last.get("elapsed_s", 0)) / 60)
+        fps = sorted(row["frames_per_s"] for row in curve if row.get("frames_per_s", 0) > 0)
+        rates.append(fps[len(fps) // 2] if fps else math.nan)
+        commits += [m["commit"] for m in read_machine(logdir) if m.get("commit")]
+        cpus.append(cpu_label(logdir))
+    means = tuple(sum(column) / len(column) for column in zip(*reads, strict=True))
+    command = " ".join([f"seedfleet run --env {case.env} --algo {case.algo} --max-frames {case.frames} --seed N",
+                        *case.args])
+    return TaskResult(name, case.env, case.algo, case.marks, tuple(sorted(group.seeds)), means, tuple(walls),
+                      tuple(rates), " / ".join(dict.fromkeys(cpus)), tuple(dict.fromkeys(commits)), command, picture,
+                      case.references)
 
 
 def report(md_path: Path, names: list[str], runs: Path = RESULTS, defaults: Defaults = todays_defaults) -> None:
+    """Rewrites the learn section (a table and a picture per case, variants included) and the
+    head's table of what each task learns (the defaults' runs only)."""
     m = machine()
     body = [f"Report of {m['date']}, commit {m['commit']}, {m['cores']} cores of {m['cpu']}.", ""]
+    head: list[TaskResult] = []
     for name in names:
         groups = run_groups(name, runs)
         if not groups:
             continue
         png = md_path.parent / f"BENCHMARKS-learn-{name}.png"
-        body += case_markdown(name, CASES[name], groups, png.name if plot_case(CASES[name], groups, png) else "",
-                              defaults)
+        picture = png.name if plot_case(CASES[name], groups, png) else ""
+        body += case_markdown(name, CASES[name], groups, picture, defaults)
+        head += [task_result(name, CASES[name], group, picture) for group in groups if not group.variant]
     replace_section(md_path, BEGIN, END, "\n".join(body))
+    replace_section(md_path, HEAD_BEGIN, HEAD_END, "\n".join(learning_table(head)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -367,7 +326,6 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.resume:  # a fresh run's curve starts empty: an old one would stop it at once
                     for name_kept in KEPT:
                         (logdir / name_kept).unlink(missing_ok=True)
-                record_machine(logdir, args.resume)
                 command = run_command(CASES[name], seed, logdir, flags, args.resume)
                 print("$", " ".join(command[2:]), flush=True)
                 code = run_until(command, logdir, args.timeout_s, CASES[name].stop_at, append=args.resume)

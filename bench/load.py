@@ -8,7 +8,9 @@
 Each stream says Hello for `--envs-per-stream` envs and then sends Steps of one pre-built
 batch of zero observations (the shape and dtype the learner's handshake names, within the
 space's bounds) as fast as the learner answers; no env is stepped, so the learner alone is
-measured, for `--seconds` after `--warmup-s` (the first inference traces the policy). The
+measured, for `--seconds`, from `--warmup-s` after every stream has had its first answer
+and (for a learner it starts) the learner has taken its first step (the first inference
+traces the policy, the first step compiles training; a busy machine only delays the window). The
 processes split the streams among them and each drives its share on one event loop.
 Printed, and written to --json: served env steps/s, the round-trip latency's p50, p99 and
 p99.9, the errors by status, and the learner's resident memory sampled once a second (its
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import multiprocessing
 import re
 import shlex
@@ -46,6 +49,8 @@ from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
 from seedfleet.wire import CHANNEL_OPTIONS, PROTOCOL_VERSION, encode_steps
 
+READY_TIMEOUT_S = 300.0  # the longest the window waits for every stream's first answer
+
 
 @dataclass
 class LoadConfig:
@@ -60,11 +65,13 @@ class LoadConfig:
     json: str = ""
 
 
-async def _stream(address: str, envs: int, run_id: int, window: tuple[float, float], latencies: list[float],
-                  errors: dict[str, int]) -> int:
+async def _stream(address: str, envs: int, run_id: int, window, answered_once, latencies: list[float],
+                  errors: dict[str, int], counts: dict[str, int]) -> int:
     """One synthetic actor stream; returns the env steps it was served within `window`
-    (monotonic times, the same in every process), whose round trips go to `latencies`."""
-    since, until = window
+    ([since, until], monotonic times shared by every process, set by the parent once every
+    stream is answered: until then both are infinite), whose round trips go to `latencies`;
+    counts every steps message it sent and every answer it read in `counts`, and adds one to
+    `answered_once` at its first answer."""
     served = 0
     # A connection of its own, as each actor process has: gRPC would otherwise carry a
     # process's streams on one connection, and the kernel spreads connections, not streams,
@@ -88,14 +95,19 @@ async def _stream(address: str, envs: int, run_id: int, window: tuple[float, flo
                                                         np.zeros(envs, bool), np.full(envs, first)))
                         for first in (True, False)]
             first, reads = True, 0
-            while time.monotonic() < until:
+            while time.monotonic() < window[1]:
                 sent = time.monotonic()
                 message = messages[0 if first else 1]
                 message.steps.actions_read = reads  # lockstep: the replies read so far
                 await outbox.put(message)
+                counts["sent"] += 1
                 await call.read()
+                counts["answered"] += 1
+                if not reads:
+                    with answered_once.get_lock():
+                        answered_once.value += 1
                 reads += 1
-                if sent >= since:
+                if sent >= window[0]:
                     latencies.append(time.monotonic() - sent)
                     served += envs
                 first = False
@@ -107,14 +119,14 @@ async def _stream(address: str, envs: int, run_id: int, window: tuple[float, flo
     return served
 
 
-def _process(address: str, streams: int, envs: int, first_run_id: int, window: tuple[float, float],
-             out: Path) -> None:
+def _process(address: str, streams: int, envs: int, first_run_id: int, window, answered_once, out: Path) -> None:
     async def main() -> dict:
         latencies: list[float] = []
         errors: dict[str, int] = {}
-        served = await asyncio.gather(*(_stream(address, envs, first_run_id + i, window, latencies, errors)
-                                        for i in range(streams)))
-        return {"served": int(sum(served)), "latencies": latencies, "errors": errors}
+        counts = {"sent": 0, "answered": 0}
+        served = await asyncio.gather(*(_stream(address, envs, first_run_id + i, window, answered_once, latencies,
+                                                errors, counts) for i in range(streams)))
+        return {"served": int(sum(served)), "latencies": latencies, "errors": errors, "requests": counts}
 
     out.write_text(json.dumps(asyncio.run(main())))
 
@@ -122,6 +134,16 @@ def _process(address: str, streams: int, envs: int, first_run_id: int, window: t
 def _rss_mib(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024
+
+
+def _has_trained(logdir: Path) -> bool:
+    """Whether the learner we started has taken a learner step (its progress.csv says so): its
+    first one compiles the training step, which stalls serving for seconds, so the window waits."""
+    try:
+        rows = (logdir / "progress.csv").read_text().splitlines()
+    except OSError:
+        return False
+    return len(rows) > 1 and int(rows[-1].split(",")[rows[0].split(",").index("learner_steps")]) > 0
 
 
 def _start_learner(config: LoadConfig, logdir: str) -> tuple[subprocess.Popen, str]:
@@ -143,13 +165,21 @@ def run_load(config: LoadConfig) -> dict:
         try:
             shares = np.array_split(np.arange(config.streams), config.processes)
             outs = [Path(tmp) / f"load-{i}.json" for i in range(len(shares))]
-            since = time.monotonic() + config.warmup_s
-            window = (since, since + config.seconds)
+            shared_window = multiprocessing.Array("d", [math.inf, math.inf], lock=False)
+            answered_once = multiprocessing.Value("i", 0)
             workers = [multiprocessing.Process(target=_process, args=(address, len(share), config.envs_per_stream,
-                                                                      10_000 + int(share[0]), window, out))
+                                                                      10_000 + int(share[0]), shared_window,
+                                                                      answered_once, out))
                        for share, out in zip(shares, outs, strict=True) if len(share)]
             for worker in workers:
                 worker.start()
+            deadline = time.monotonic() + READY_TIMEOUT_S  # every stream answered once, or the workers gone
+            while ((answered_once.value < config.streams or (learner is not None and not _has_trained(Path(tmp))))
+                   and time.monotonic() < deadline and any(worker.is_alive() for worker in workers)):
+                time.sleep(0.05)
+            since = time.monotonic() + config.warmup_s
+            window = (since, since + config.seconds)
+            shared_window[0], shared_window[1] = window
             memory, cpu = [], []  # memory once a second; cpu: learner_cpu.json at the window's ends
             sampled = since
             while learner is not None and len(cpu) < 2:  # read at the window's ends, whatever the workers do
@@ -181,6 +211,7 @@ def run_load(config: LoadConfig) -> dict:
         "latency_ms": {q: round(float(np.percentile(latencies, p)), 2) if len(latencies) else None
                        for q, p in (("p50", 50), ("p99", 99), ("p99.9", 99.9))},
         "errors": errors,
+        "requests": {kind: sum(p["requests"][kind] for p in parts) for kind in ("sent", "answered")},
         "learner_rss_mib": {"first_third_mean": round(float(np.mean(memory[:third])), 1) if memory else None,
                             "last_third_mean": round(float(np.mean(memory[-third:])), 1) if memory else None,
                             "max": max(memory) if memory else None},

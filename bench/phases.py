@@ -28,8 +28,8 @@ import tensorflow as tf
 
 from seedfleet.actor_client.actor import ActorConfig
 from seedfleet.algorithms.agent import Agent, Unroll
-from seedfleet.algorithms.networks import NetworkConfig
-from seedfleet.algorithms.registry import AlgoConfig, algorithm
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig, Algorithm
 from seedfleet.bench import timed_actor
 from seedfleet.bench.cpu import cores_by_thread, snapshot, transport_share
 from seedfleet.envs import StepBatch
@@ -49,6 +49,7 @@ class Setup:
     """What every phase runs: the learner's configs and the actor fleet's shape."""
 
     learner: LearnerConfig
+    algorithm: Algorithm  # the registry's entry for learner.algo, as the CLI resolved it
     algo: AlgoConfig
     network: NetworkConfig
     actors: int
@@ -91,7 +92,7 @@ def bench_agent(setup: Setup):
     env_config, frame_skip = env_config_for(setup.learner)
     device = compute_device()
     with tf.device(device):
-        agent = make_agent(setup.learner, setup.algo, setup.network, env_config, device, frame_skip,
+        agent = make_agent(setup.learner, setup.algorithm, setup.algo, setup.network, env_config, device, frame_skip,
                            launched_envs=setup.actors * setup.envs_per_actor)
     return agent, env_config, frame_skip, device
 
@@ -158,7 +159,7 @@ def real_layout_batch(agent: Agent, env_config, device: str) -> Unroll:
 def env_steps_per_learner_step(setup: Setup) -> float:
     """Env steps whose data one learner step consumes: B * T, over the replay ratio for R2D2."""
     transitions = setup.algo.batch_size * setup.algo.unroll_length
-    return transitions / algorithm(setup.learner.algo).learn_calls_per_sequence(setup.algo)
+    return transitions / setup.algorithm.learn_calls_per_sequence(setup.algo)
 
 
 def train_only_phase(setup: Setup) -> dict:
@@ -238,8 +239,9 @@ def system_phase(setup: Setup, workdir: Path, train: bool) -> dict:
         return None
 
     try:
-        summary = asyncio.run(serve(learner, setup.algo, setup.network, on_ready=start_actors, stop_when=stop_when,
-                                    train=train, launched_envs=setup.actors * setup.envs_per_actor))
+        summary = asyncio.run(serve(learner, setup.algorithm, setup.algo, setup.network, on_ready=start_actors,
+                                    stop_when=stop_when, train=train,
+                                    launched_envs=setup.actors * setup.envs_per_actor))
     finally:
         stop_children(actors, timeout_s=30)
     if summary["stop_reason"] != "measured":

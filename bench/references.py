@@ -25,8 +25,8 @@ class Reference:
 CLEANBA = ("vwxyzjn/cleanba static/cleanba/main_10CPU.png (commit d1f8979), read off the plot; Machado settings "
            "(sticky 0.25, full action set, envpool), 3 seeds; final scores in static/cleanba/main_10CPU.csv")
 
-REFERENCES: dict[str, tuple[Reference, ...]] = {
-    "pong": (
+REFERENCES: dict[str, tuple[Reference, ...]] = {  # by env id
+    "ALE/Pong-v5": (
         Reference("IMPALA, cleanba (sticky 0.25), 3 seeds",
                   CLEANBA + ": Pong-v5 19.09 +- 0.34 at 200M frames",
                   {2_500_000: -17.5, 5_000_000: -9.0, 10_000_000: 11.0, 20_000_000: 16.0}),
@@ -51,7 +51,7 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {
                   "19.669, 18.167, 17.367, 18.167, 18.549",
                   {5_000_000: -12.57, 10_000_000: 15.20, 20_000_000: 18.38}),
     ),
-    "pong-nosticky": (
+    "PongNoFrameskip-v4": (
         Reference("PPO, CleanRL (no sticky actions)",
                   "openrlbenchmark static/cleanrl_vs_baselines_atari.png (commit d67da55), PongNoFrameskip-v4 panel, "
                   "ppo_atari_envpool_xla_jax_truncation, read off the plot; the CSV: 20.62 +- 0.18 at 40M frames",
@@ -66,7 +66,7 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {
         Reference("SB3 zoo A2C (NoFrameskip-v4)", "DLR-RM/rl-baselines3-zoo benchmark.md: \"a2c | "
                   "PongNoFrameskip-v4 | 17.292 | 3.214 | 10M\" (10M steps, 40M frames)", {40_000_000: 17.29}),
     ),
-    "breakout": (
+    "ALE/Breakout-v5": (
         Reference("IMPALA, cleanba (sticky 0.25), 3 seeds",
                   CLEANBA + ": Breakout-v5 482.12 +- 9.36 at 200M frames",
                   {2_500_000: 10.0, 5_000_000: 19.5, 10_000_000: 41.5, 20_000_000: 160.0}),
@@ -86,7 +86,7 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {
                   "\"|Breakout|385|374|~150|\" (IMPALA, A2C, A3C paper) at 10M time-steps (40M frames)",
                   {40_000_000: 385.0}),
     ),
-    "minatar-breakout": (
+    "MinAtar/Breakout-v1": (
         Reference("random play (sticky 0.1)", "kenjyoung/MinAtar README.md: \"python examples/random_play.py -g "
                   "breakout ... # Avg Return: 0.5+/-0.023\" (1,000 episodes)", {}),
         Reference("gymnax PPO", "RobertTLange/gymnax README.md: \"PPO ... Breakout-MinAtar (R: 28)\"; "

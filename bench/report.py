@@ -10,16 +10,12 @@ of BENCHMARKS.md (`make bench` does all of it).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
-import subprocess
 from pathlib import Path
 
 import numpy as np
 
-from seedfleet.machine_cpu import cpu_flags, vector_units
+from seedfleet.machine_cpu import machine_label
 
 PHASES = ("env", "model", "serve", "train_only", "train")
 COLUMNS = (
@@ -36,29 +32,6 @@ COLUMNS = (
     ("transport_share", "transport share of CPU"),
 )
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
-
-
-def machine() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in _read("/proc/cpuinfo").splitlines()
-                if line.startswith("model name")), platform.processor())
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parent).stdout.strip()
-    return {"cpu": cpu, "units": vector_units(cpu_flags()), "cores": os.cpu_count(),
-            "python": platform.python_version(), "commit": commit,
-            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")}
-
-
-def machine_label(m: dict) -> str:
-    """The CPU model and its strongest vector units, e.g. "AMD EPYC, avx512_bf16": figures
-    compare only between the same two."""
-    return m["cpu"] + (f", {m['units']}" if m.get("units") else "")
-
-
-def _read(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError:
-        return ""
 
 
 def _cell(value) -> str:

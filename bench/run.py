@@ -17,34 +17,17 @@ import math
 import shlex
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from seedfleet.algorithms.networks import NetworkConfig
-from seedfleet.algorithms.registry import AlgoConfig
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig, Algorithm
+from seedfleet.bench.config import MODES, BenchConfig
 from seedfleet.bench.phases import Setup, env_phase, model_phase, system_phase, train_only_phase
-from seedfleet.bench.report import machine, plot_sweep, print_table
+from seedfleet.bench.report import plot_sweep, print_table
 from seedfleet.bench.train_profile import profile_rows, train_profile_phase
 from seedfleet.errors import UsageError
-from seedfleet.processes import LOCAL_ACTOR_NICE
+from seedfleet.machine_cpu import machine
 from seedfleet.server.assembly import LearnerConfig
-
-MODES = ("env", "serve", "train", "train_only", "train_profile", "all")
-
-
-@dataclass
-class BenchConfig:
-    actors: int = 4  # actor processes
-    envs_per_actor: int = 64  # envs hosted by each actor
-    env_groups: int = 1  # Atari: each actor steps its envs in this many groups (see seedfleet actor)
-    env_threads: int = 1  # Atari: each actor's vector-env threads (0: one per core)
-    actor_nice: int = LOCAL_ACTOR_NICE  # actors run this much nicer than the learner, as under seedfleet run
-    seconds: float = 30.0  # measured seconds per phase, after its warm-up
-    warmup_s: float = 10.0  # seconds of warm-up before each phase is measured
-    mode: str = "all"  # env, serve, train, train_only, train_profile (oneDNN primitives of a learner step), or all
-    json: str = ""  # write the results here as JSON
-    plot: str = ""  # with --sweep-actors: a PNG of frames/s against actors
-    sweep_actors: str = ""  # comma-separated actor counts (1,2,4,8): env and serve at each
 
 
 def bound(*rates: float) -> float:
@@ -60,12 +43,12 @@ def bracketed(before: dict, after: dict) -> dict:
     return {**before, **mean, "before": before, "after": after}
 
 
-def _setup(config: BenchConfig, actors: int, learner: LearnerConfig, algo: AlgoConfig,
+def _setup(config: BenchConfig, actors: int, learner: LearnerConfig, algorithm: Algorithm, algo: AlgoConfig,
            network: NetworkConfig) -> Setup:
     """The phases' setup: the learner's configs as `seedfleet learner` would take them (its flags
     and the task's defaults), on a free loopback port and without progress lines."""
     learner = dataclasses.replace(learner, address="127.0.0.1:0", progress_interval_s=math.inf)
-    return Setup(learner, algo, network, actors, config.envs_per_actor, config.env_groups, config.seconds,
+    return Setup(learner, algorithm, algo, network, actors, config.envs_per_actor, config.env_groups, config.seconds,
                  config.warmup_s, config.env_threads, config.actor_nice)
 
 
@@ -101,16 +84,17 @@ def measure(config: BenchConfig, setup: Setup, workdir: Path) -> dict:
 def sweep(config: BenchConfig, base: Setup, workdir: Path, counts: list[int]) -> list[dict]:
     rows = []
     for actors in counts:
-        setup = _setup(config, actors, base.learner, base.algo, base.network)
+        setup = _setup(config, actors, base.learner, base.algorithm, base.algo, base.network)
         rows.append({"actors": actors, "env": env_phase(setup), "serve": system_phase(setup, workdir, train=False)})
     return rows
 
 
-def main(config: BenchConfig, learner: LearnerConfig, algo: AlgoConfig, network: NetworkConfig) -> int:
+def main(algorithm: Algorithm, config: BenchConfig, learner: LearnerConfig, algo: AlgoConfig,
+         network: NetworkConfig) -> int:
     """`seedfleet bench`: measures, prints the table, writes --json and --plot. The learner's
     configs come from its own flags (`seedfleet bench --algo appo --torso impala_shallow ...`)."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    setup = _setup(config, config.actors, learner, algo, network)
+    setup = _setup(config, config.actors, learner, algorithm, algo, network)
     command = shlex.join(["seedfleet", *sys.argv[1:]])
     with tempfile.TemporaryDirectory(prefix="seedfleet-bench-") as tmp:
         results = {"config": {**dataclasses.asdict(config), "env": learner.env, "algo": learner.algo,

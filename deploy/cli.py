@@ -1,9 +1,14 @@
 """The `seedfleet` command: `learner`, `actor`, `run` (a learner and local actors), `bench`,
-`eval` and `export` (a checkpoint's policy played locally, or written as a SavedModel).
-`--print-config` on any of them prints every flag's resolved value as JSON and exits.
+`eval` and `export` (a checkpoint's policy played locally, or written as a SavedModel), and
+`plot` (runs' curves beside published ones). `--print-config` on any but `plot` prints every
+flag's resolved value as JSON and exits.
 
-Subcommands import lazily: `seedfleet actor` never loads TensorFlow. The others load it
-without its native start-up lines unless `--verbose` (server/native_logs.py).
+Every command answers at once: its flags come from TensorFlow-free config dataclasses and
+the algorithm registry's records, so `--help`, a mistaken flag, an unknown env id or an env
+whose spaces no algorithm serves are answered before TensorFlow loads. TensorFlow (without
+its native start-up lines unless `--verbose`, server/native_logs.py), the env families'
+envs and the agents load only when the command runs; `seedfleet actor` and `plot` never load
+TensorFlow.
 """
 
 from __future__ import annotations
@@ -15,16 +20,21 @@ import logging
 import sys
 from dataclasses import dataclass
 
-from seedfleet.deploy.flags import ENV_HELP, PresetError, add_flags, check_defaults, env_setting, from_flags
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.registry import Algorithm, algorithm, default_algorithm
+from seedfleet.deploy.flags import ENV_HELP, add_flags, env_setting, from_flags
 from seedfleet.errors import UsageError
-from seedfleet.settings import flag_values
+from seedfleet.server.config import LearnerConfig
+from seedfleet.settings import PresetError, Presets, flag_values
 
 
 @dataclass(frozen=True)
 class Command:
-    """A subcommand: its flags are the fields of `configs` (classes in `module`), plus the
-    learner's, the algorithm's and the network's when `learner_flags`; `module.entry`
-    runs it with one config of each, in that order. Modules load only when asked for."""
+    """A subcommand: its flags are the fields of `configs` ("module:Class", TensorFlow-free),
+    plus the learner's, the algorithm's and the network's when `learner_flags`;
+    `module.entry` runs it with one config of each, in that order, after the registry's
+    `Algorithm` record when `learner_flags`. A command that `parses_itself` gets its
+    arguments as given. Its module loads only when it runs."""
 
     help: str
     module: str
@@ -32,88 +42,103 @@ class Command:
     configs: tuple[str, ...] = ()
     learner_flags: bool = False
     tensorflow: bool = True  # loads TensorFlow: --verbose shows its native lines
+    parses_itself: bool = False
 
 
 COMMANDS = {
     "learner": Command("the learner server: central inference and training", "seedfleet.server.learner",
                        learner_flags=True),
-    "actor": Command("an environment-only actor process", "seedfleet.actor_client.actor", configs=("ActorConfig",),
-                     tensorflow=False),
+    "actor": Command("an environment-only actor process", "seedfleet.actor_client.actor",
+                     configs=("seedfleet.actor_client.actor:ActorConfig",), tensorflow=False),
     "run": Command("a learner and N local actor processes on this machine", "seedfleet.deploy.local", "run_local",
-                   ("LaunchConfig",), learner_flags=True),
+                   ("seedfleet.deploy.launch_config:LaunchConfig",), learner_flags=True),
     "bench": Command("frames/s of the system beside the env, inference and training ceilings", "seedfleet.bench.run",
-                     configs=("BenchConfig",), learner_flags=True),
+                     configs=("seedfleet.bench.config:BenchConfig",), learner_flags=True),
     "eval": Command("play a checkpoint's policy locally: mean and std of returns, a video", "seedfleet.server.evaluate",
-                    configs=("EvalConfig",)),
+                    configs=("seedfleet.server.config:EvalConfig",)),
     "export": Command("write a checkpoint's greedy policy as a TensorFlow SavedModel", "seedfleet.server.export",
-                      configs=("ExportConfig",)),
+                      configs=("seedfleet.server.config:ExportConfig",)),
+    "plot": Command("runs' return against frames and wall time, beside published curves, as a PNG",
+                    "seedfleet.bench.plot", tensorflow=False, parses_itself=True),
 }
 
-
-def _algorithm(algo: str):
-    from seedfleet.algorithms.registry import ALGORITHMS
-
-    if algo not in ALGORITHMS:
-        print(f"seedfleet: error: unknown --algo {algo!r}; choose from {', '.join(ALGORITHMS)}", file=sys.stderr)
-        raise SystemExit(2)
-    return ALGORITHMS[algo]
+LAUNCH_PART = "seedfleet.deploy.launch_config:LaunchConfig"  # the command configs a preset's `launch` part sets
 
 
-def _classes(command: str, algo: str) -> list:
+def _config_class(name: str) -> type:
+    module, _, cls = name.partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def _classes(command: str, algo: Algorithm | None) -> list[type]:
     """The config dataclasses whose fields are `command`'s flags; the agent's set follows --algo."""
     spec = COMMANDS[command]
-    module = importlib.import_module(spec.module)
-    classes = [getattr(module, name) for name in spec.configs]
+    classes = [_config_class(name) for name in spec.configs]
     if spec.learner_flags:
-        from seedfleet.algorithms.networks import NetworkConfig
-        from seedfleet.server.assembly import LearnerConfig
-
-        classes += [LearnerConfig, _algorithm(algo).config_class, NetworkConfig]
+        classes += [LearnerConfig, algo.config_class, NetworkConfig]
     return classes
 
 
-def _algo_and_env(command: str, argv: list[str]) -> tuple[str, str]:
-    """--algo and --env as given (or set in the environment). Without --algo, a command with the
-    learner's flags takes the env's default algorithm (the registry's: APPO on ALE ids); the
-    others (the actor: no TensorFlow) never look it up."""
+def _algo_and_env(command: str, argv: list[str]) -> tuple[Algorithm | None, str]:
+    """The registry's record of --algo and --env as given (or set in the environment), for a
+    command with the learner's flags (None for the others: the actor never looks it up).
+    Without --algo the env's family picks the algorithm (APPO on ALE ids)."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--algo", default=env_setting("algo", ""))
-    pre.add_argument("--env", default=env_setting("env", "") or "CartPole-v1")
+    pre.add_argument("--env", default=env_setting("env", "") or LearnerConfig.env)
     known = pre.parse_known_args(argv)[0]
-    if not known.algo and COMMANDS[command].learner_flags:
-        from seedfleet.algorithms.registry import default_algorithm
-
-        return default_algorithm(known.env), known.env
-    return known.algo or "vtrace", known.env
-
-
-def task_defaults(command: str, algo: str, env: str) -> dict:
-    """Defaults that follow the task (the algorithm's registry entry), for the commands
-    with the learner's flags; any flag given still wins."""
     if not COMMANDS[command].learner_flags:
+        return None, known.env
+    from seedfleet.envs import family_for  # gymnasium and the families' registrations: a command that uses them
+
+    return algorithm(known.algo or default_algorithm(family_for(known.env).name)), known.env
+
+
+def task_defaults(command: str, algo: Algorithm | None, env: str) -> dict:
+    """Defaults that follow the task (the algorithm's presets for the env's family), each part
+    checked against the class it sets; any flag given still wins."""
+    spec = COMMANDS[command]
+    if not spec.learner_flags:
         return {}
-    from seedfleet.algorithms.registry import task_defaults as algorithm_defaults
+    from seedfleet.envs import family_for
 
-    _algorithm(algo)  # an unknown --algo is a one-line error
-    return {"algo": algo, **algorithm_defaults(algo, env, run=command == "run")}
+    presets: Presets = algo.presets(family_for(env).name)
+    launch = LAUNCH_PART in spec.configs
+    presets.check({"algorithm": algo.config_class, "network": NetworkConfig, "learner": LearnerConfig,
+                   "launch": _config_class(LAUNCH_PART)})
+    return {"algo": algo.name, **presets.algorithm, **presets.network, **presets.learner,
+            **(presets.launch if launch else {})}
 
 
-def build_parser(command: str, algo: str = "vtrace", env: str = "CartPole-v1") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=f"seedfleet {command}", description=COMMANDS[command].help, epilog=ENV_HELP)
+def build_parser(command: str, algo: Algorithm | str | None = None, env: str = LearnerConfig.env
+                 ) -> argparse.ArgumentParser:
+    """`command`'s parser; `algo` (a registry record or its name) for the learner's commands."""
+    spec = COMMANDS[command]
+    if spec.learner_flags and not isinstance(algo, Algorithm):
+        algo = algorithm(algo or LearnerConfig.algo)
+    parser = argparse.ArgumentParser(prog=f"seedfleet {command}", description=spec.help, epilog=ENV_HELP)
     taken: set[str] = set()
     defaults = task_defaults(command, algo, env)
-    classes = _classes(command, algo)
-    check_defaults(defaults, classes)
-    for cls in classes:
+    for cls in _classes(command, algo):
         add_flags(parser, cls, taken, defaults)
     parser.add_argument("--print-config", action="store_true",
                         help="print every flag's value as resolved (task defaults, environment, flags given) "
                              "as JSON and exit; a run records the same in its log dir's config.json")
-    if COMMANDS[command].tensorflow:
+    if spec.tensorflow:
         parser.add_argument("--verbose", action="store_true", default=bool(env_setting("verbose", False)),
                             help="TensorFlow's native start-up and info lines on the console "
                                  "(as with TF_CPP_MIN_LOG_LEVEL=0)")
     return parser
+
+
+def _load_tensorflow(verbose: bool) -> None:
+    """TensorFlow, before any module of ours imports it: quietly unless `verbose`."""
+    from seedfleet.server.native_logs import import_tensorflow_quietly
+
+    import_tensorflow_quietly(verbose)
+    if not verbose:
+        for name in ("absl", "tensorflow"):  # absl-py's info lines at shutdown; SavedModel's "Assets written"
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,22 +149,24 @@ def main(argv: list[str] | None = None) -> int:
         top.parse_args(argv[:1])
         return 2
     command, rest = argv[0], argv[1:]
-    if COMMANDS[command].tensorflow:  # before any module of ours imports it
-        from seedfleet.server.native_logs import import_tensorflow_quietly
-
-        verbose = "--verbose" in rest or bool(env_setting("verbose", False))
-        import_tensorflow_quietly(verbose)
-        if not verbose:
-            for name in ("absl", "tensorflow"):  # absl-py's info lines at shutdown; SavedModel's "Assets written"
-                logging.getLogger(name).setLevel(logging.WARNING)
+    spec = COMMANDS[command]
     try:
+        if spec.parses_itself:
+            return getattr(importlib.import_module(spec.module), spec.entry)(rest)
         algo, env = _algo_and_env(command, rest)
         args = build_parser(command, algo, env).parse_args(rest)
         configs = [from_flags(cls, args) for cls in _classes(command, algo)]
         if args.print_config:
             print(json.dumps(flag_values(*configs), indent=1))
             return 0
-        return getattr(importlib.import_module(COMMANDS[command].module), COMMANDS[command].entry)(*configs)
+        if spec.learner_flags:
+            from seedfleet.envs import check_env
+
+            check_env(env)  # an unknown id, or spaces no algorithm here serves: refused before TensorFlow loads
+        if spec.tensorflow:
+            _load_tensorflow(args.verbose)
+        run = getattr(importlib.import_module(spec.module), spec.entry)
+        return run(algo, *configs) if spec.learner_flags else run(*configs)
     except (UsageError, PresetError) as error:
         print(f"seedfleet {command}: error: {error}", file=sys.stderr)
         return 2

@@ -98,24 +98,6 @@ def add_flags(parser: argparse.ArgumentParser, cls, taken: set[str], defaults: d
             group.add_argument(flag, dest=field.name, type=type(field.default), default=default, help=help_text)
 
 
-class PresetError(ValueError):
-    """A task default (an algorithm's preset) that names no flag, or has the wrong type."""
-
-
-def check_defaults(defaults: dict, classes: list) -> None:
-    """Every key of `defaults` must be a field of one of the dataclasses `classes`, its value of
-    that field's type (an int where a float is expected is fine): a preset written for a field
-    since renamed fails here, at start-up, rather than being dropped without a word."""
-    fields = {field.name: field for cls in classes for field in dataclasses.fields(cls)}
-    for key, value in defaults.items():
-        if key not in fields:
-            raise PresetError(f"task default {key}={value!r} names no flag of {', '.join(c.__name__ for c in classes)}")
-        like = fields[key].default
-        expected = (int, float) if type(like) is float else type(like)
-        if type(value) is bool and type(like) is not bool or not isinstance(value, expected):
-            raise PresetError(f"task default {key}={value!r}: a {type(like).__name__} is expected")
-
-
 def from_flags(cls, args: argparse.Namespace):
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})

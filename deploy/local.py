@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import subprocess
-from dataclasses import dataclass
 
-from seedfleet.algorithms.networks import NetworkConfig
-from seedfleet.algorithms.registry import AlgoConfig
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig, Algorithm
+from seedfleet.deploy.launch_config import LaunchConfig
 from seedfleet.errors import UsageError
-from seedfleet.processes import LOCAL_ACTOR_NICE, actor_command, start_child, stop_children
+from seedfleet.processes import actor_command, start_child, stop_children
 from seedfleet.server.assembly import LearnerConfig
 from seedfleet.server.checkpoint import CheckpointMismatch
 from seedfleet.server.learner import exit_code, serve
@@ -25,16 +25,6 @@ log = logging.getLogger("seedfleet.run")
 
 MAX_RESTARTS = 10
 PROTOCOL_ERROR_EXIT = 2  # an actor the learner rejected (actor_client.actor)
-
-
-@dataclass
-class LaunchConfig:
-    actors: int = 2  # local actor processes
-    envs_per_actor: int = 16  # envs hosted by each actor
-    eval_actors: int = 0  # extra actors whose envs evaluate (greedy, not trained on, reported apart)
-    eval_envs: int = 0  # envs hosted by each evaluation actor (0: --envs-per-actor)
-    env_groups: int = 1  # Atari: each training actor steps its envs in this many groups (see seedfleet actor)
-    actor_nice: int = LOCAL_ACTOR_NICE  # actors run this much nicer than the learner (seedfleet actor --nice)
 
 
 class Fleet:
@@ -77,7 +67,9 @@ class Fleet:
         stop_children(self.procs, timeout_s=10)
 
 
-def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: AlgoConfig, network: NetworkConfig) -> int:
+def run_local(algo: Algorithm, launch: LaunchConfig, learner: LearnerConfig, algo_config: AlgoConfig,
+              network: NetworkConfig) -> int:
+    """`seedfleet run`: `algo` is the registry's entry the CLI resolved for `learner.algo`."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if learner.tls_cert or learner.tls_client_ca:
         raise UsageError("seedfleet run's actors reach the learner on this machine, without TLS; "
@@ -86,7 +78,7 @@ def run_local(launch: LaunchConfig, learner: LearnerConfig, algo: AlgoConfig, ne
         learner.address = "127.0.0.1:0"  # a free port on loopback
     fleet = Fleet(launch, learner.token_file)
     try:
-        summary = asyncio.run(serve(learner, algo, network, on_ready=fleet.start, stop_when=fleet.check,
+        summary = asyncio.run(serve(learner, algo, algo_config, network, on_ready=fleet.start, stop_when=fleet.check,
                                     launched_envs=launch.actors * launch.envs_per_actor, launch=launch))
     except CheckpointMismatch as error:
         log.error("%s", error)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from seedfleet.json_files import write_json
@@ -65,3 +67,43 @@ def flag_words(flags: dict[str, object]) -> list[str]:
         else:
             words += [flag, "unset" if value is None else str(value)]
     return words
+
+
+class PresetError(ValueError):
+    """A task default (an algorithm's preset) that names no flag, or has the wrong type."""
+
+
+@dataclass(frozen=True)
+class Presets:
+    """Flag defaults that follow the task (an algorithm's, by env family), each part for the
+    config class it sets; a flag given, or its SEEDFLEET_* variable, still wins. The CLI checks
+    every part against its class (`check`) before it parses a flag."""
+
+    algorithm: Mapping[str, object] = field(default_factory=dict)  # the algorithm's config class
+    network: Mapping[str, object] = field(default_factory=dict)  # NetworkConfig
+    learner: Mapping[str, object] = field(default_factory=dict)  # LearnerConfig
+    launch: Mapping[str, object] = field(default_factory=dict)  # seedfleet run's LaunchConfig (its actors)
+
+    def __or__(self, other: Presets) -> Presets:
+        """Part by part, `other`'s values winning."""
+        return Presets(**{part: {**getattr(self, part), **getattr(other, part)} for part in PRESET_PARTS})
+
+    def check(self, classes: Mapping[str, type]) -> None:
+        """Every value of each part names a field of the class `classes[part]` and has its type (an
+        int where a float is expected is fine): a preset written for a field since renamed fails
+        here, at start-up, rather than being dropped without a word."""
+        for part in PRESET_PARTS:
+            values, cls = getattr(self, part), classes.get(part)
+            if values and cls is None:
+                raise PresetError(f"task defaults for the {part} ({', '.join(values)}) but no class to set")
+            fields = {f.name: f for f in dataclasses.fields(cls)} if values else {}
+            for key, value in values.items():
+                if key not in fields:
+                    raise PresetError(f"task default {key}={value!r} names no flag of {cls.__name__}")
+                like = fields[key].default
+                expected = (int, float) if type(like) is float else type(like)
+                if type(value) is bool and type(like) is not bool or not isinstance(value, expected):
+                    raise PresetError(f"task default {key}={value!r}: a {type(like).__name__} is expected")
+
+
+PRESET_PARTS = tuple(f.name for f in dataclasses.fields(Presets))

@@ -32,11 +32,14 @@ each stage's CPU per env step.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class StageClock:
     """CPU seconds spent in each named stage, summed over the run. A lap costs one clock
-    read (about 0.5 us): `t = clock.start(); ...; t = clock.lap("decode", t); ...`."""
+    read (about 0.5 us): `t = clock.start(); ...; t = clock.lap("decode", t); ...`; a stage
+    timed alone: `with clock.stage("decode"): ...`."""
 
     def __init__(self) -> None:
         self._cpu_s: dict[str, float] = {}  # a stage's key is written by its own thread only
@@ -50,6 +53,15 @@ class StageClock:
         now = time.thread_time()
         self._cpu_s[stage] = self._cpu_s.get(stage, 0.0) + now - since
         return now
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Adds the calling thread's CPU time in the block to stage `name` (an exception too)."""
+        since = time.thread_time()
+        try:
+            yield
+        finally:
+            self.lap(name, since)
 
     def totals(self) -> dict[str, float]:
         return dict(self._cpu_s)

@@ -15,6 +15,7 @@ import logging
 import sys
 from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import Protocol
 
 import grpc
 import numpy as np
@@ -96,6 +97,21 @@ async def bounded(step: str, awaitable: Awaitable, timeout_s: float) -> None:
     task.cancel()
 
 
+class ActorsServer(Protocol):
+    """What serves the actors' streams for a learner: its own `ActorPort`, or the front-end
+    processes (server/frontends.py, `FrontEnds`) that each run one."""
+
+    port: int  # where actors reach it, once started
+
+    async def start(self) -> None: ...
+
+    async def stop(self, reason: str | None) -> None: ...
+
+    def cpu(self) -> tuple[dict[str, float], dict[str, float]]:
+        """(stages, threads) CPU seconds spent serving in processes other than the learner's."""
+        ...
+
+
 @dataclass
 class ActorPort:
     """The actors' gRPC server on one process, its health service and LearnerService."""
@@ -134,6 +150,9 @@ class ActorPort:
     async def start(self) -> None:
         await self.server.start()
         await self.health.serving()
+
+    def cpu(self) -> tuple[dict[str, float], dict[str, float]]:
+        return {}, {}  # served in the learner's own process: its clock and threads count it
 
     async def stop(self, reason: str | None) -> None:
         """NOT_SERVING, then each stream ends at its next message with `reason` (status OK),

@@ -23,13 +23,13 @@ from pathlib import Path
 import tensorflow as tf
 
 from seedfleet.algorithms.agent import Agent, AgentContext
-from seedfleet.algorithms.networks import NetworkConfig
-from seedfleet.algorithms.registry import AlgoConfig, algorithm
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig, Algorithm
 from seedfleet.algorithms.trainer import OnPolicyTrainer, TrainerThread
 from seedfleet.envs import describe
 from seedfleet.errors import UsageError
-from seedfleet.machine_cpu import cpu_flags
-from seedfleet.server.actor_port import ActorPort, bounded, port_security
+from seedfleet.machine_cpu import cpu_flags, machine
+from seedfleet.server.actor_port import ActorPort, ActorsServer, bounded, port_security
 from seedfleet.server.backend import LocalBackend
 from seedfleet.server.batcher import DynamicBatcher
 from seedfleet.server.checkpoint import CheckpointStore, LearnerCheckpoints, RunSetup
@@ -38,6 +38,8 @@ from seedfleet.server.env_slots import EnvSlots
 from seedfleet.server.frontends import FrontEnds
 from seedfleet.server.inference import InferenceEngine
 from seedfleet.server.metrics import Metrics, Reporter
+from seedfleet.server.progress import RunProgress
+from seedfleet.server.tracking import WandbTracker
 from seedfleet.server.unroll_queue import UnrollQueue
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import name_this_thread, spawned_threads_named
@@ -96,16 +98,17 @@ def resolve_network(network: NetworkConfig, device: str, flags: set[str] | None 
     return dataclasses.replace(network, compute_dtype=dtype, jit_compile=network.jit_compile and not onednn_bfloat16)
 
 
-def make_agent(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig, env_config: pb.EnvConfig,
-               device: str, frame_skip: int = 1, train_devices: tuple[str, ...] = (), launched_envs: int = 0) -> Agent:
-    """The agent of `config.algo` for this env, its torso's arithmetic resolved for `device`,
+def make_agent(config: LearnerConfig, algo: Algorithm, algo_config: AlgoConfig, network: NetworkConfig,
+               env_config: pb.EnvConfig, device: str, frame_skip: int = 1, train_devices: tuple[str, ...] = (),
+               launched_envs: int = 0) -> Agent:
+    """The agent of `algo` for this env, its torso's arithmetic resolved for `device`,
     training on `train_devices` (one device: ()); `launched_envs`: the training envs a
     launcher starts beside the learner (0: not known)."""
     network = resolve_network(network, device)
     spec = EnvSpec.from_proto(env_config)
     context = AgentContext(spec.obs_shape, spec.obs_dtype, spec.num_actions, config.seed, config.max_envs,
                            launched_envs, config.max_frames, frame_skip, train_devices)
-    return algorithm(config.algo).make_agent(algo_config, network, context)
+    return algo.make_agent(algo_config, network, context)
 
 
 @dataclass
@@ -120,17 +123,18 @@ class Learner:
     queue: UnrollQueue
     executor: ThreadPoolExecutor
     batcher: DynamicBatcher
-    actor_port: ActorPort | FrontEnds  # the actors' gRPC server here, or the front-end processes serving it
+    actor_port: ActorsServer  # the actors' gRPC server here, or the front-end processes serving it
     trainer: TrainerThread
     checkpoints: LearnerCheckpoints
     reporter: Reporter
+    tracker: WandbTracker | None  # Weights & Biases beside TensorBoard, with --wandb-project
 
     @classmethod
-    async def build(cls, config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig,
-                    train: bool = True, launched_envs: int = 0) -> Learner:
+    async def build(cls, config: LearnerConfig, algo: Algorithm, algo_config: AlgoConfig, network: NetworkConfig,
+                    train: bool = True, launched_envs: int = 0, flags: dict | None = None) -> Learner:
         """Wires every part and restores the newest checkpoint (unless `config.fresh`);
         nothing runs yet. With `train` off, sequences are assembled and dropped (the
-        bench's serve phase)."""
+        bench's serve phase). `flags`: the run's resolved flags, a tracker's config."""
         logdir = Path(config.logdir or f"runs/{config.env.replace('/', '_')}-{config.algo}-seed{config.seed}")
         logdir.mkdir(parents=True, exist_ok=True)
         env_config, frame_skip = env_config_for(config)
@@ -145,8 +149,8 @@ class Learner:
             tf.random.set_seed(config.seed)
             device, train_devices = compute_device(), training_devices(config.train_devices)
             with tf.device(device):
-                agent = make_agent(config, algo_config, network, env_config, device, frame_skip, train_devices,
-                                   launched_envs)
+                agent = make_agent(config, algo, algo_config, network, env_config, device, frame_skip,
+                                   train_devices, launched_envs)
         resolved = resolve_network(network, device)
         log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s%s, training on %s", config.algo, config.env,
                  spec.obs_shape, spec.obs_dtype, spec.num_actions, device, resolved.compute_dtype,
@@ -167,20 +171,18 @@ class Learner:
         else:
             await actor_port.serve(config, env_config, backend, clock)
         if train:
-            trainer = algorithm(config.algo).make_trainer(agent, queue, metrics, device, algo_config, config.seed)
+            trainer = algo.make_trainer(agent, queue, metrics, device, algo_config, config.seed, clock)
         else:
-            trainer = OnPolicyTrainer(agent, queue, metrics, device, learn=False)
-        trainer.clock = clock
+            trainer = OnPolicyTrainer(agent, queue, metrics, device, clock, learn=False)
         checkpoints = LearnerCheckpoints(CheckpointStore(logdir / "checkpoints", config.keep_checkpoints), agent,
                                          trainer, metrics, RunSetup.of(config, algo_config, network))
         if not config.fresh:
             checkpoints.restore()
+        tracker = WandbTracker.start(config, logdir, {**(flags or {}), "machine": machine()})
         reporter = Reporter(metrics, logdir, lambda: len(queue), tf.summary.create_file_writer(str(logdir)), clock,
-                            trainer)
-        if config.frontends:
-            reporter.other_processes_cpu = actor_port.cpu
+                            trainer, actor_port.cpu, RunProgress(config.max_frames, config.target_return), tracker)
         return cls(config, logdir, agent, metrics, queue, executor, batcher, actor_port, trainer,
-                   checkpoints, reporter)
+                   checkpoints, reporter, tracker)
 
     @property
     def address(self) -> str:
@@ -217,3 +219,5 @@ class Learner:
         if last_checkpoint:
             await loop.run_in_executor(None, self.checkpoints.save)
         print(self.reporter.report(), flush=True)
+        if self.tracker is not None:
+            await loop.run_in_executor(None, self.tracker.finish)

@@ -91,18 +91,17 @@ class DynamicBatcher:
     def submit_nowait(self, request: Any, stream: int | None = None) -> asyncio.Future:
         """Queues `request`; its result (or error) comes on the returned future. Cancelling
         the future withdraws the request if no batch has taken it yet."""
-        started = self.clock.start()
-        loop = asyncio.get_running_loop()
-        last = self._last_submit.get(stream)
-        if last is not None:
-            if last < loop.time() - self.quiet_after_s:  # back from quiet: one more active stream
-                self._recount_at = -math.inf
-            self._last_submit[stream] = loop.time()
-        future = loop.create_future()
-        self._pending.append((request, future, loop.time()))
-        self._pending_envs += self._size_of(request)
-        self._wakeup.set()
-        self.clock.lap("batcher", started)
+        with self.clock.stage("batcher"):
+            loop = asyncio.get_running_loop()
+            last = self._last_submit.get(stream)
+            if last is not None:
+                if last < loop.time() - self.quiet_after_s:  # back from quiet: one more active stream
+                    self._recount_at = -math.inf
+                self._last_submit[stream] = loop.time()
+            future = loop.create_future()
+            self._pending.append((request, future, loop.time()))
+            self._pending_envs += self._size_of(request)
+            self._wakeup.set()
         return future
 
     def _ready(self) -> bool:
@@ -166,12 +165,11 @@ class DynamicBatcher:
                     if not future.done():
                         future.set_exception(error)
                 continue
-            started = self.clock.start()
-            for (_, future), result in zip(batch, results, strict=True):
-                if future.done():
-                    continue
-                if isinstance(result, Exception):  # this caller's own request was refused
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
-            self.clock.lap("batcher", started)
+            with self.clock.stage("batcher"):
+                for (_, future), result in zip(batch, results, strict=True):
+                    if future.done():
+                        continue
+                    if isinstance(result, Exception):  # this caller's own request was refused
+                        future.set_exception(result)
+                    else:
+                        future.set_result(result)

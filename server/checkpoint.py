@@ -31,8 +31,8 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms.agent import Agent
-from seedfleet.algorithms.networks import NetworkConfig
-from seedfleet.algorithms.registry import AlgoConfig, algorithm
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig, Algorithm, algorithm
 from seedfleet.algorithms.trainer import TrainerThread
 from seedfleet.errors import UsageError
 from seedfleet.server.config import LearnerConfig
@@ -114,9 +114,11 @@ class RunSetup:
                 return f"were written for {key} {theirs}, this learner runs {ours}"
         return None
 
-    def configs(self) -> tuple[LearnerConfig, AlgoConfig, NetworkConfig]:
-        """The learner's, the agent's and the network's configs the run was made with."""
-        return (_config(LearnerConfig, self.learner), _config(algorithm(self.algo).config_class, self.agent),
+    def configs(self) -> tuple[LearnerConfig, Algorithm, AlgoConfig, NetworkConfig]:
+        """The learner's config, the algorithm's registry entry (by the name recorded) and the
+        agent's and the network's configs the run was made with."""
+        algo = algorithm(self.algo)
+        return (_config(LearnerConfig, self.learner), algo, _config(algo.config_class, self.agent),
                 _config(NetworkConfig, self.network))
 
 
@@ -246,7 +248,7 @@ def newest_checkpoint(path: Path) -> Path:
         found = CheckpointStore(directory).complete()
         if found:
             return found[0]
-    raise FileNotFoundError(f"no checkpoint in {path}")
+    raise UsageError(f"--checkpoint {path}: no checkpoint there (give a checkpoint directory, or a log dir)")
 
 
 class LearnerCheckpoints:

@@ -1,5 +1,6 @@
-"""The learner's settings: one dataclass, every field a `seedfleet learner` flag (and a
-SEEDFLEET_* variable). TensorFlow-free, so the front-end processes read it too."""
+"""The learner's settings, and those of `seedfleet eval` and `seedfleet export`: one dataclass
+each, every field a flag (and a SEEDFLEET_* variable). TensorFlow-free, so the front-end
+processes read them, and the CLI answers `--help` or refuses a mistake without loading it."""
 
 from __future__ import annotations
 
@@ -39,3 +40,24 @@ class LearnerConfig:
     # the learner serves them on its own event loop (server/frontends.py: when one core of gRPC is the limit)
     train_devices: int = 0  # devices each learner step is shared over: 0 = every GPU TensorFlow sees (one
     # device without), N: the first N GPUs, or N of TensorFlow's CPU devices on a host without GPUs
+    wandb_project: str = ""  # log to this Weights & Biases project too (pip install 'seedfleet[wandb]'); "": none
+    wandb_entity: str = ""  # the W&B entity (team or user); "": W&B's default
+    wandb_group: str = ""  # the W&B group, to gather seeds of one experiment
+    wandb_name: str = ""  # the W&B run's display name; "": W&B's own
+
+
+@dataclass
+class EvalConfig:
+    checkpoint: str = ""  # a checkpoint directory, or a log dir (its newest checkpoint)
+    episodes: int = 10  # episodes to play
+    envs: int = 8  # envs stepped together
+    epsilon: float = 0.0  # probability of a uniform random action (0: greedy)
+    seed: int = 12345  # seeds the envs and the random actions
+    video: str = ""  # write env 0's first episode here (.gif or .mp4)
+    video_fps: int = 30  # frames per second of the video
+
+
+@dataclass
+class ExportConfig:
+    checkpoint: str = ""  # a checkpoint directory, or a log dir (its newest checkpoint)
+    out: str = ""  # the SavedModel directory to write

@@ -12,7 +12,6 @@ episode: the rendered screen, or for Atari the 84x84 frames the agent sees.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,20 +19,10 @@ import tensorflow as tf
 
 from seedfleet.envs import VectorEnvs, make_envs
 from seedfleet.errors import UsageError
+from seedfleet.server.config import EvalConfig
 from seedfleet.server.saved_policy import LoadedPolicy, load_policy
 
 log = logging.getLogger("seedfleet.eval")
-
-
-@dataclass
-class EvalConfig:
-    checkpoint: str = ""  # a checkpoint directory, or a log dir (its newest checkpoint)
-    episodes: int = 10  # episodes to play
-    envs: int = 8  # envs stepped together
-    epsilon: float = 0.0  # probability of a uniform random action (0: greedy)
-    seed: int = 12345  # seeds the envs and the random actions
-    video: str = ""  # write env 0's first episode here (.gif or .mp4)
-    video_fps: int = 30  # frames per second of the video
 
 
 VIDEO_MIN_HEIGHT = 240  # small pictures are scaled up by a whole factor to at least this

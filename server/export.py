@@ -16,22 +16,16 @@ Load with `tf.saved_model.load(DIR).signatures["serving_default"](observation=..
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
+from seedfleet.server.config import ExportConfig
 from seedfleet.server.saved_policy import LoadedPolicy, load_policy
 from seedfleet.wire import EnvSpec
 
 log = logging.getLogger("seedfleet.export")
-
-
-@dataclass
-class ExportConfig:
-    checkpoint: str = ""  # a checkpoint directory, or a log dir (its newest checkpoint)
-    out: str = ""  # the SavedModel directory to write
 
 
 class ExportedPolicy(tf.Module):

@@ -115,11 +115,10 @@ class RemoteBackend:
         return OpenStream(key, lo, hi)
 
     def submit(self, stream: OpenStream, request: StepRequest) -> asyncio.Future:
-        started = self.clock.start()
-        count = self._memory[stream.token].write(request)
-        answer = self._call(stream.token)
-        self.link.send(message(Kind.STEPS, stream.token, COUNT.pack(count)))
-        self.clock.lap("link", started)
+        with self.clock.stage("link"):
+            count = self._memory[stream.token].write(request)
+            answer = self._call(stream.token)
+            self.link.send(message(Kind.STEPS, stream.token, COUNT.pack(count)))
         return answer
 
     def close(self, stream: OpenStream) -> None:

@@ -64,19 +64,18 @@ class FrontEnd:
         self.link.send(message(Kind.SETUP, 0, json.dumps({**setup, "address": address}).encode()))
 
     def _received(self, kind: int, key: int, payload: bytes, fds: list[int]) -> None:
-        started = self.clock.start()
-        if kind == Kind.STEPS:
-            self._step(key, COUNT.unpack(payload)[0])
-        elif kind == Kind.OPEN:
-            self._opening[key] = asyncio.get_running_loop().create_task(
-                self._open(key, *OPEN_FIELDS.unpack(payload), fds[0]))
-        elif kind == Kind.CLOSE:
-            self._close(key)
-        elif kind == Kind.STATS:
-            self.stages_cpu_s = json.loads(payload)["stages_cpu_s"]
-        elif kind == Kind.READY and not self.ready.done():
-            self.ready.set_result(COUNT.unpack(payload)[0])
-        self.clock.lap("link", started)
+        with self.clock.stage("link"):
+            if kind == Kind.STEPS:
+                self._step(key, COUNT.unpack(payload)[0])
+            elif kind == Kind.OPEN:
+                self._opening[key] = asyncio.get_running_loop().create_task(
+                    self._open(key, *OPEN_FIELDS.unpack(payload), fds[0]))
+            elif kind == Kind.CLOSE:
+                self._close(key)
+            elif kind == Kind.STATS:
+                self.stages_cpu_s = json.loads(payload)["stages_cpu_s"]
+            elif kind == Kind.READY and not self.ready.done():
+                self.ready.set_result(COUNT.unpack(payload)[0])
 
     async def _open(self, key: int, run_id: int, num_envs: int, evaluation: int, trusted: int, fd: int) -> None:
         try:
@@ -101,16 +100,15 @@ class FrontEnd:
         future.add_done_callback(functools.partial(self._answer, key))
 
     def _answer(self, key: int, future: asyncio.Future) -> None:
-        started = self.clock.start()
-        if self._steps.get(key) is future:
-            del self._steps[key]
-        if not future.cancelled():
-            if (error := future.exception()) is None:
-                self.link.send(message(Kind.ACTIONS, key, future.result().astype("<i4", copy=False).tobytes()))
-            else:
-                refused = refusal_of(error)
-                self.link.send(message(Kind.REFUSED, key, refused_payload(refused.code, refused.message)))
-        self.clock.lap("link", started)
+        with self.clock.stage("link"):
+            if self._steps.get(key) is future:
+                del self._steps[key]
+            if not future.cancelled():
+                if (error := future.exception()) is None:
+                    self.link.send(message(Kind.ACTIONS, key, future.result().astype("<i4", copy=False).tobytes()))
+                else:
+                    refused = refusal_of(error)
+                    self.link.send(message(Kind.REFUSED, key, refused_payload(refused.code, refused.message)))
 
     def _close(self, key: int) -> None:
         if (opening := self._opening.pop(key, None)) is not None:

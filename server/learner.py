@@ -16,8 +16,9 @@ import signal
 import time
 from collections.abc import Callable
 
-from seedfleet.algorithms.networks import NetworkConfig
-from seedfleet.algorithms.registry import AlgoConfig
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.registry import AlgoConfig, Algorithm
+from seedfleet.machine_cpu import record_machine
 from seedfleet.server.assembly import Learner, LearnerConfig
 from seedfleet.server.checkpoint import CheckpointMismatch
 from seedfleet.server.metrics import Metrics, write_summary
@@ -62,6 +63,7 @@ async def supervise(learner: Learner, stop: asyncio.Event,
 
 async def serve(
     config: LearnerConfig,
+    algo: Algorithm,
     algo_config: AlgoConfig,
     network: NetworkConfig,
     on_ready: Callable[[str], None] | None = None,
@@ -76,12 +78,13 @@ async def serve(
     training envs the caller starts beside it (0: not known; R2D2 spreads its epsilons over them).
     `launch`: the caller's own config dataclass (seedfleet run's actors), recorded in the log
     dir's config.json with the learner's, the algorithm's and the network's."""
-    learner = await Learner.build(config, algo_config, network, train, launched_envs)
     configs = (launch, config, algo_config, network) if launch is not None else (config, algo_config, network)
-    try:
+    learner = await Learner.build(config, algo, algo_config, network, train, launched_envs, flag_values(*configs))
+    try:  # the run's records beside its curve: its flags as resolved, and the machine it runs on
         record_config(learner.logdir, flag_values(*configs), learner.metrics.frames)
+        record_machine(learner.logdir, learner.metrics.frames)
     except OSError as error:  # as a checkpoint that cannot be saved: said, and the run goes on
-        log.warning("config.json not written, the run goes on without its record of flags: %s", error)
+        log.warning("config.json or machine.json not written, the run goes on without its records: %s", error)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -116,10 +119,11 @@ def exit_code(config: LearnerConfig, summary: dict) -> int:
     return 1 if missed or summary["stop_reason"].endswith("_failed") else 0
 
 
-def main(config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig) -> int:
+def main(algo: Algorithm, config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig) -> int:
+    """`seedfleet learner`: `algo` is the registry's entry the CLI resolved for `config.algo`."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
-        return exit_code(config, asyncio.run(serve(config, algo_config, network)))
+        return exit_code(config, asyncio.run(serve(config, algo, algo_config, network)))
     except CheckpointMismatch as error:
         log.error("%s", error)
         return 2

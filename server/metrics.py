@@ -8,12 +8,14 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 from seedfleet.json_files import write_json
+from seedfleet.server.progress import RunProgress
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import cpu_by_thread_name
 
@@ -125,6 +127,12 @@ class Metrics:
         with self._lock:
             return float(np.mean(self._eval_returns)) if self._eval_returns else math.nan
 
+    def target_mean(self) -> float:
+        """The mean of the window `target_reached` reads (NaN while it is empty)."""
+        with self._lock:
+            window = self._target_eval_returns if self._target_eval_returns else self._target_returns
+            return float(np.mean(window)) if window else math.nan
+
     def target_reached(self, target: float) -> bool:
         """The mean over a full window of 100 episodes of trusted streams reaches `target`:
         evaluation episodes once there are any, training episodes otherwise."""
@@ -195,6 +203,13 @@ class TrainerProgress(Protocol):
     def progress(self) -> dict[str, float]: ...
 
 
+class Tracker(Protocol):
+    """An experiment tracker (server/tracking.py): each progress interval's figures, at its frames."""
+
+    def log(self, frames: int, interval: dict, scalars: dict[str, float], mean_return: float,
+            mean_eval_return: float) -> None: ...
+
+
 class Reporter:
     """Console progress lines, progress.csv, TensorBoard scalars and learner_cpu.json at a fixed
     interval. learner_cpu.json holds the run's totals so far (env steps served, training and
@@ -219,12 +234,16 @@ class Reporter:
     }
 
     def __init__(self, metrics: Metrics, logdir: Path, queue_depth, summary_writer=None,
-                 clock: StageClock | None = None, trainer: TrainerProgress | None = None):
+                 clock: StageClock | None = None, trainer: TrainerProgress | None = None,
+                 other_processes_cpu: Callable[[], tuple[dict, dict]] | None = None,
+                 progress: RunProgress | None = None, tracker: Tracker | None = None):
         self.metrics = metrics
         self.trainer_columns = trainer.PROGRESS_COLUMNS if trainer is not None else ()
         self.trainer_progress = trainer.progress if trainer is not None else dict
         self.clock = clock or StageClock()
-        self.other_processes_cpu = None  # () -> (stages, threads) CPU seconds of the front ends, if any
+        self.other_processes_cpu = other_processes_cpu  # () -> (stages, threads) CPU seconds of the front ends
+        self.progress = progress or RunProgress()  # share of the budget and ETA, best return against the target
+        self.tracker = tracker  # an experiment tracker beside TensorBoard (server/tracking.py), if any
         self._last_cpu = self._cpu()
         self.logdir = logdir
         self.queue_depth = queue_depth
@@ -254,8 +273,11 @@ class Reporter:
         memory = resident_memory_gib()
         trainer = self.trainer_progress()
         cpu = self._cpu()
+        scalars = self._scalars(interval, steps_per_s, learner_per_s, memory, cpu, trainer)
         if self.writer is not None:
-            self._write_summaries(frames, interval, steps_per_s, learner_per_s, memory, cpu, trainer)
+            self._write_summaries(frames, interval, scalars)
+        if self.tracker is not None:
+            self.tracker.log(frames, interval, scalars, mean_return, mean_eval)
         write_json(self.logdir / "learner_cpu.json", cpu)
         row = {
             "elapsed_s": f"{elapsed:.1f}", "frames": frames, "env_steps": interval["env_steps"],
@@ -270,9 +292,10 @@ class Reporter:
         with self.csv_path.open("a", newline="") as f:
             csv.DictWriter(f, self.csv_fields, extrasaction="ignore", lineterminator="\n").writerow(row)
         evaluation = f"eval(100) {mean_eval:.1f}  " if self.metrics.eval_episodes else ""
+        along = self.progress.update(now, frames, self.metrics.target_mean())
         own = "".join(f"{column.replace('_', ' ')} {value:,.0f}  " for column, value in trainer.items())
         return (
-            f"frames {frames:,}  fps {steps_per_s * self.metrics.frame_skip:,.0f}  "
+            f"frames {frames:,}  {along + '  ' if along else ''}fps {steps_per_s * self.metrics.frame_skip:,.0f}  "
             f"return(100) {mean_return:.1f}  {evaluation}episodes {self.metrics.episodes:,}  "
             f"learner steps {interval['learner_steps']:,} ({learner_per_s:.1f}/s)  {own}"
             f"mem {memory:.1f} GiB  elapsed {elapsed:.0f}s"
@@ -288,8 +311,27 @@ class Reporter:
                 "stages_cpu_s": {k: round(v, 6) for k, v in stages.items()},
                 "threads_cpu_s": {k: round(v, 3) for k, v in threads.items()}}
 
-    def _write_summaries(self, frames: int, interval: dict, steps_per_s: float, learner_per_s: float,
-                         memory_gib: float, cpu: dict, trainer: dict[str, float]):
+    def _scalars(self, interval: dict, steps_per_s: float, learner_per_s: float, memory_gib: float, cpu: dict,
+                 trainer: dict[str, float]) -> dict[str, float]:
+        """The interval's scalars as TensorBoard and a tracker get them (its episodes apart); the
+        CPU by stage and thread per env step once its window spans CPU_SUMMARY_INTERVAL_S."""
+        scalars = {"throughput/env_frames_per_s": steps_per_s * self.metrics.frame_skip,
+                   "throughput/learner_steps_per_s": learner_per_s,
+                   "inference/mean_batch_size": interval["mean_batch"],
+                   "queue/depth_unrolls": self.queue_depth(),
+                   "learner/memory_gib": memory_gib,
+                   **interval["losses"],
+                   **{f"trainer/{name}": value for name, value in trainer.items()}}
+        served = cpu["env_steps"] - self._last_cpu["env_steps"]
+        if served and cpu["elapsed_s"] - self._last_cpu["elapsed_s"] >= CPU_SUMMARY_INTERVAL_S:
+            for kind in ("stages_cpu_s", "threads_cpu_s"):
+                for name, total in cpu[kind].items():
+                    used = total - self._last_cpu[kind].get(name, 0.0)
+                    scalars[f"learner_cpu_us_per_env_step/{kind.split('_')[0]}/{name}"] = 1e6 * used / served
+            self._last_cpu = cpu
+        return scalars
+
+    def _write_summaries(self, frames: int, interval: dict, scalars: dict[str, float]) -> None:
         import tensorflow as tf
 
         with self.writer.as_default(step=frames):
@@ -299,23 +341,8 @@ class Reporter:
                 tf.summary.scalar("episode/length", n)
             for r in interval["eval_returns"]:
                 tf.summary.scalar("eval/return", r)
-            tf.summary.scalar("throughput/env_frames_per_s", steps_per_s * self.metrics.frame_skip)
-            tf.summary.scalar("throughput/learner_steps_per_s", learner_per_s)
-            tf.summary.scalar("inference/mean_batch_size", interval["mean_batch"])
-            tf.summary.scalar("queue/depth_unrolls", self.queue_depth())
-            tf.summary.scalar("learner/memory_gib", memory_gib)
-            for name, value in interval["losses"].items():
+            for name, value in scalars.items():
                 tf.summary.scalar(name, value)
-            for name, value in trainer.items():
-                tf.summary.scalar(f"trainer/{name}", value)
-            served = cpu["env_steps"] - self._last_cpu["env_steps"]
-            if served and cpu["elapsed_s"] - self._last_cpu["elapsed_s"] >= CPU_SUMMARY_INTERVAL_S:
-                for kind in ("stages_cpu_s", "threads_cpu_s"):
-                    for name, total in cpu[kind].items():
-                        used = total - self._last_cpu[kind].get(name, 0.0)
-                        tf.summary.scalar(f"learner_cpu_us_per_env_step/{kind.split('_')[0]}/{name}",
-                                          1e6 * used / served)
-                self._last_cpu = cpu
         self.writer.flush()
 
 

@@ -29,10 +29,10 @@ class LoadedPolicy:
 def load_policy(path: str | Path) -> LoadedPolicy:
     """The agent of a checkpoint (or a log dir's newest), rebuilt from its recorded setup."""
     checkpoint = newest_checkpoint(Path(path))
-    learner, algo, network = read_setup(checkpoint).configs()
+    learner, algo, algo_config, network = read_setup(checkpoint).configs()
     env_config, _ = env_config_for(learner)
     device = compute_device()
     with tf.device(device):
-        agent = make_agent(learner, algo, network, env_config, device)
+        agent = make_agent(learner, algo, algo_config, network, env_config, device)
     load_variables(checkpoint, agent.checkpointed())
     return LoadedPolicy(agent, env_config, checkpoint, device)

@@ -32,12 +32,11 @@ log = logging.getLogger("seedfleet.learner")
 async def _parsed(raw_messages, context: grpc.aio.ServicerContext, clock: StageClock):
     """The stream's ActorMessages; bytes that do not parse close it with INVALID_ARGUMENT."""
     async for raw in raw_messages:
-        started = clock.start()
-        try:
-            message = pb.ActorMessage.FromString(raw)
-        except DecodeError as error:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unparseable ActorMessage: {error}")
-        clock.lap("receive", started)
+        with clock.stage("receive"):
+            try:
+                message = pb.ActorMessage.FromString(raw)
+            except DecodeError as error:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unparseable ActorMessage: {error}")
         yield message
 
 
@@ -144,14 +143,13 @@ class LearnerService(pb_grpc.LearnerServicer):
                     await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                         f"a steps message must follow the actions for the last one: it says "
                                         f"{message.steps.actions_read} actions read, the learner has sent {replies}")
-                started = self.clock.start()
-                try:
-                    env_ids, step = decode_steps(message.steps, id_range, self.spec.obs_shape, self.spec.obs_dtype,
-                                                 self.max_abs_reward, self.observation_bounds)
-                except WireError as error:
-                    log.warning("closing %s: %s", peer, error)
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-                self.clock.lap("decode", started)
+                with self.clock.stage("decode"):
+                    try:
+                        env_ids, step = decode_steps(message.steps, id_range, self.spec.obs_shape, self.spec.obs_dtype,
+                                                     self.max_abs_reward, self.observation_bounds)
+                    except WireError as error:
+                        log.warning("closing %s: %s", peer, error)
+                        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
                 try:
                     actions = await self.backend.submit(stream, StepRequest(env_ids, step))
                 except LearnerStopping as stopping:
@@ -162,9 +160,8 @@ class LearnerService(pb_grpc.LearnerServicer):
                     if refused.code == grpc.StatusCode.INVALID_ARGUMENT:  # this stream's observations: only it
                         log.warning("closing %s: %s", peer, refused.message)
                     await context.abort(refused.code, refused.message)
-                started = self.clock.start()
-                reply = encode_actions(actions)
-                self.clock.lap("reply", started)
+                with self.clock.stage("reply"):
+                    reply = encode_actions(actions)
                 replies += 1
                 yield reply
         finally:

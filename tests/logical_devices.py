@@ -50,7 +50,7 @@ def check_agents(devices: tuple[str, ...]) -> None:
     from seedfleet.algorithms.agent import AgentContext
     from seedfleet.algorithms.impala.agent import ImpalaAgent
     from seedfleet.algorithms.impala.config import ImpalaConfig
-    from seedfleet.algorithms.networks import NetworkConfig
+    from seedfleet.algorithms.network_config import NetworkConfig
     from seedfleet.algorithms.r2d2.agent import R2D2Agent
     from seedfleet.algorithms.r2d2.config import R2D2Config
 

@@ -178,7 +178,8 @@ def test_a_checkpoint_written_before_families_and_trainer_state_still_restores(t
         assert LearnerCheckpoints(store, _Agent(0.0), Trainer(), Metrics(1), this_run).restore() is not None
     assert list(Trainer.restored["items/reward"]) == list(np.arange(6.0))
     assert "replay of 6 sequences" in caplog.text
-    config, agent, network = read_setup(path).configs()
+    config, algo, agent, network = read_setup(path).configs()
+    assert algo.name == "r2d2" and algo.config_class is R2D2Config
     assert isinstance(config, LearnerConfig) and config.seed == 3 and not hasattr(config, "exploration_envs")
     assert agent == R2D2Config(burn_in=10, n_step=3) and network.mlp_sizes == (64, 64)
     assert "exploration_envs" in caplog.text and "checkpoint_replay" in caplog.text  # dropped, with a warning

@@ -8,6 +8,7 @@ import sys
 import pytest
 from conftest import ROOT
 
+from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.deploy.cli import build_parser, main
 
 
@@ -26,7 +27,7 @@ def test_every_flag_is_in_the_readme(command, algo):
 
 def test_flags_fill_the_config_dataclasses():
     from seedfleet.deploy.flags import from_flags
-    from seedfleet.server.assembly import LearnerConfig
+    from seedfleet.server.config import LearnerConfig
 
     args = build_parser("learner").parse_args(["--env", "ALE/Pong-v5", "--target-return", "19.5", "--max-frames", "10"])
     config = from_flags(LearnerConfig, args)
@@ -106,9 +107,8 @@ def test_bool_env_vars(monkeypatch, raw, value):
 
 
 def test_tuple_and_float_env_vars_reach_the_configs(monkeypatch):
-    from seedfleet.algorithms.networks import NetworkConfig
     from seedfleet.deploy.flags import from_flags
-    from seedfleet.server.assembly import LearnerConfig
+    from seedfleet.server.config import LearnerConfig
 
     monkeypatch.setenv("SEEDFLEET_MLP_SIZES", "32, 16,8")
     monkeypatch.setenv("SEEDFLEET_TARGET_RETURN", "19.5")
@@ -188,37 +188,46 @@ def test_without_algo_the_env_picks_the_default_algorithm(env, algo, capsys):
     assert ("--clip-ratio CLIP_RATIO" in help_text) and (("(default: 0.1)" in help_text) == (algo == "appo"))
 
 
-@pytest.mark.parametrize("command", ["learner", "run", "bench"])
-def test_every_preset_names_flags_of_its_command_with_their_types(command):
-    """Each algorithm's task defaults, for every env family and launch, are checked against the
-    command's configs as at start-up: a field renamed without its preset fails here."""
+def test_every_preset_names_flags_of_the_class_it_sets_with_their_types():
+    """Each algorithm's task defaults, for every env family, are checked against the config
+    class each part sets, as at start-up: a field renamed without its preset fails here."""
     from seedfleet.algorithms.registry import ALGORITHMS
-    from seedfleet.deploy.cli import _classes
-    from seedfleet.deploy.flags import check_defaults
+    from seedfleet.deploy.launch_config import LaunchConfig
     from seedfleet.envs import FAMILIES
+    from seedfleet.server.config import LearnerConfig
 
-    for algo, entry in ALGORITHMS.items():
+    for entry in ALGORITHMS.values():
         for family in FAMILIES:
-            check_defaults(entry.task_defaults(family.name, command == "run"), _classes(command, algo))
+            entry.presets(family.name).check({"algorithm": entry.config_class, "network": NetworkConfig,
+                                              "learner": LearnerConfig, "launch": LaunchConfig})
 
 
 def test_a_preset_key_that_names_no_flag_or_has_the_wrong_type_is_an_error(monkeypatch):
     import dataclasses
 
     from seedfleet.algorithms import registry
-    from seedfleet.deploy.flags import PresetError
+    from seedfleet.settings import PresetError, Presets
 
     entry = registry.ALGORITHMS["vtrace"]
-    for preset, message in (({"unrol_length": 32}, "unrol_length=32 names no flag"),
-                            ({"unroll_length": "32"}, "a int is expected"),
-                            ({"normalize_advantages": 1}, "a bool is expected")):
+    for preset, message in ((Presets(algorithm={"unrol_length": 32}), "unrol_length=32 names no flag of ImpalaConfig"),
+                            (Presets(algorithm={"unroll_length": "32"}), "a int is expected"),
+                            (Presets(network={"torso": 3}), "a str is expected"),
+                            (Presets(learner={"epochs": 3}), "epochs=3 names no flag of LearnerConfig"),
+                            (Presets(algorithm={"normalize_advantages": 1}), "a bool is expected")):
         monkeypatch.setitem(registry.ALGORITHMS, "vtrace",
-                            dataclasses.replace(entry, task_defaults=lambda family, run, p=preset: p))
+                            dataclasses.replace(entry, presets=lambda family, p=preset: p))
         with pytest.raises(PresetError, match=message):
             build_parser("learner", "vtrace", "CartPole-v1")
-    monkeypatch.setitem(registry.ALGORITHMS, "vtrace", dataclasses.replace(entry, task_defaults=lambda f, r: {
-        "learning_rate": 1}))  # an int where a float is expected is fine
+    monkeypatch.setitem(registry.ALGORITHMS, "vtrace", dataclasses.replace(entry, presets=lambda family: Presets(
+        algorithm={"learning_rate": 1})))  # an int where a float is expected is fine
     assert build_parser("learner", "vtrace", "CartPole-v1").parse_args([]).learning_rate == 1
+
+
+def test_a_launch_preset_sets_seedfleet_run_alone():
+    """The Atari presets' launch part (32 envs per actor) is `seedfleet run`'s; the bench keeps its own."""
+    assert build_parser("run", "appo", "ALE/Pong-v5").parse_args([]).envs_per_actor == 32
+    assert build_parser("bench", "appo", "ALE/Pong-v5").parse_args([]).envs_per_actor == 64
+    assert build_parser("learner", "appo", "ALE/Pong-v5").parse_args([]).max_frames == 20_000_000
 
 
 def test_print_config_shows_every_flag_as_resolved_and_runs_nothing(monkeypatch, capsys, tmp_path):
@@ -237,3 +246,23 @@ def test_print_config_shows_every_flag_as_resolved_and_runs_nothing(monkeypatch,
     assert not logdir.exists()
     assert main(["actor", "--envs", "3", "--print-config"]) == 0
     assert json.loads(capsys.readouterr().out)["envs"] == 3
+
+
+QUICK_COMMANDS = [["--help"], ["run", "--help"], ["learner", "--help"], ["actor", "--help"], ["bench", "--help"],
+                  ["eval", "--help"], ["plot", "--help"], ["run", "--env", "NoSuchEnv-v0"],
+                  ["run", "--env", "Pendulum-v1"], ["learner", "--epochz", "3"], ["run", "--algo", "ppo"]]
+# Runs the CLI as `seedfleet` does and says, as the interpreter exits, whether TensorFlow was loaded.
+AT_EXIT = ("import atexit, sys; atexit.register(lambda: print('tensorflow loaded:', 'tensorflow' in sys.modules, "
+           "file=sys.stderr)); from seedfleet.deploy.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+@pytest.mark.parametrize("argv", QUICK_COMMANDS, ids=" ".join)
+def test_help_mistakes_and_refused_envs_never_load_tensorflow(argv):
+    """What the CLI can answer from flags and an env's spaces alone, it answers before
+    TensorFlow loads: `--help`, a mistaken flag, an unknown env id or algorithm, an action
+    space no algorithm here serves (BENCHMARKS.md has their CPU times)."""
+    out = subprocess.run([sys.executable, "-c", AT_EXIT, *argv], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == (0 if "--help" in argv else 2), out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    assert out.stderr.splitlines()[-1] == "tensorflow loaded: False", out.stderr[-2000:]

@@ -11,7 +11,7 @@ from seedfleet.algorithms.impala import vtrace
 from seedfleet.algorithms.impala.agent import ImpalaAgent
 from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.impala.loss import explained_variance, impala_loss, policy_shift, transitions
-from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.server.metrics import Metrics, Reporter
 from tests.test_impala import make_batch, time_major
 

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from conftest import Proc, seedfleet
 
-from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.r2d2.config import VECTOR_OBSERVATION_DEFAULTS
 from seedfleet.algorithms.registry import ALGORITHMS
 from seedfleet.server.assembly import LearnerConfig, env_config_for, make_agent
@@ -24,7 +24,7 @@ def _checkpoint(logdir, algo: str, env: str = "CartPole-v1", network: NetworkCon
     algo_config = ALGORITHMS[algo].config_class(**(VECTOR_OBSERVATION_DEFAULTS if algo == "r2d2" else {}))
     network = network or NetworkConfig()
     env_config, _ = env_config_for(config)
-    agent = make_agent(config, algo_config, network, env_config, "/CPU:0")
+    agent = make_agent(config, ALGORITHMS[algo], algo_config, network, env_config, "/CPU:0")
     rng = np.random.default_rng(1)
     for module in agent.checkpointed().values():
         for variable in getattr(module, "trainable_variables", ()):

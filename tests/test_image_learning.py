@@ -14,7 +14,7 @@ from in_process import train
 from seedfleet.algorithms.agent import AgentContext
 from seedfleet.algorithms.impala.agent import ImpalaAgent
 from seedfleet.algorithms.impala.config import ImpalaConfig
-from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.envs.moving_dot import MovingDot
 
 DOT = "seedfleet/MovingDot-v0"

@@ -15,7 +15,7 @@ from seedfleet.algorithms.impala.loss import (
     one_step_advantages,
     transitions,
 )
-from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.network_config import NetworkConfig
 
 
 def make_batch(rng, T=6, B=4, obs_dim=3, num_actions=2):

@@ -147,3 +147,24 @@ def test_the_wheel_installs_one_top_level_package(tmp_path):
         assert module in names
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "seedfleet = seedfleet.deploy.cli:main" in entry_points
+
+
+CLI_TENSORFLOW_FREE = (
+    "deploy/cli.py", "deploy/flags.py", "deploy/launch_config.py", "actor_client/actor.py", "bench/config.py",
+    "bench/plot.py", "server/config.py", "algorithms/registry.py", "algorithms/network_config.py",
+    "algorithms/impala/config.py", "algorithms/appo/config.py", "algorithms/r2d2/config.py",
+)
+
+
+def test_what_the_cli_reads_before_a_command_runs_never_imports_tensorflow():
+    """The CLI answers --help, a mistaken flag or an unknown env from these modules alone
+    (the configs, the registry's records): TensorFlow loads only once a command runs
+    (tests/test_cli.py checks the same at run time, imports of imports included)."""
+    found = [f"{path} imports {name}" for path in CLI_TENSORFLOW_FREE
+             for name in imported_modules(ROOT / path) if layer(name) in ("tensorflow", "keras")]
+    assert not found, found
+    from seedfleet.deploy.cli import COMMANDS
+
+    config_files = {name.split(":")[0].removeprefix("seedfleet.").replace(".", "/") + ".py"
+                    for command in COMMANDS.values() for name in command.configs}
+    assert config_files <= set(CLI_TENSORFLOW_FREE), config_files - set(CLI_TENSORFLOW_FREE)

@@ -6,23 +6,22 @@ import subprocess
 import sys
 import time
 
-from seedfleet.bench import learn
+from seedfleet import machine_cpu
 from seedfleet.bench.learn import (
     BEGIN,
     CASES,
     END,
-    MACHINE_FILE,
     VARIANT_FILE,
-    cpu_label,
     keep_all,
     read_curve,
-    record_machine,
     report,
     return_at,
     run_command,
     run_until,
 )
-from seedfleet.machine_cpu import vector_units
+from seedfleet.bench.results_page import BEGIN as HEAD_BEGIN
+from seedfleet.bench.results_page import END as HEAD_END
+from seedfleet.machine_cpu import MACHINE_FILE, cpu_label, record_machine, vector_units
 from seedfleet.settings import CONFIG_FILE, record_config
 
 
@@ -37,7 +36,7 @@ def _fake_run(logdir, rows, summary):
 def report_text(tmp_path, runs, names, **kwargs) -> str:
     """The learn section `report` writes for `names` from the runs under `runs`."""
     md = tmp_path / "BENCHMARKS.md"
-    md.write_text(f"{BEGIN}\n{END}\n")
+    md.write_text(f"{HEAD_BEGIN}\n{HEAD_END}\n{BEGIN}\n{END}\n")
     report(md, names, runs=runs, **kwargs)
     return md.read_text()
 
@@ -57,7 +56,7 @@ def test_report_writes_tables_and_plots_between_the_markers(tmp_path):
     _fake_run(runs / "pong" / "seed1", [(600, 2.5e6, -20.5), (1300, 5e6, -12.5), (2600, 10e6, 5.0), (5000, 2e7, 19.0)],
               {"frames": 20_000_000, "wall_s": 5000, "stop_reason": "max_frames", "mean_return_last_100": 19.0})
     md = tmp_path / "BENCHMARKS.md"
-    md.write_text(f"# head\n{BEGIN}\nold\n{END}\n# tail\n")
+    md.write_text(f"# head\n{HEAD_BEGIN}\n{HEAD_END}\n{BEGIN}\nold\n{END}\n# tail\n")
     report(md, ["pong", "breakout"], runs=runs)
     text = md.read_text()
     assert "old" not in text and text.startswith("# head") and text.rstrip().endswith("# tail")
@@ -182,7 +181,7 @@ sys.exit(learn.main(["--cases", "pong", "--seeds", "0", "1", "--benchmarks", "B.
 
 
 def test_sigterm_to_the_bench_stops_its_run_keeps_the_curve_and_starts_no_other_seed(tmp_path):
-    (tmp_path / "B.md").write_text(f"{BEGIN}\n{END}\n")
+    (tmp_path / "B.md").write_text(f"{HEAD_BEGIN}\n{HEAD_END}\n{BEGIN}\n{END}\n")
     bench = subprocess.Popen([sys.executable, "-c", _BENCH_OF_FAKE_RUNS, _WRITES_PROGRESS], cwd=tmp_path,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     curve_dir = tmp_path / "runs" / "learn" / "pong" / "seed0"
@@ -238,23 +237,27 @@ def test_the_defaults_seeds_get_a_mean_row_and_every_run_names_its_cpu(tmp_path)
     # seed 1 stopped before 20M: no mean there
     assert "| **mean of seeds 0, 1** | **-19.5** | **-11.0** | **6.5** | **-** | | | | |" in text
     assert text.count("mean of seeds") == 1  # the defaults' seeds only, not a variant's
+    head = text.split(HEAD_BEGIN)[1].split(HEAD_END)[0]  # the page's head: the defaults' mean beside a reference
+    assert "| pong: ALE/Pong-v5, appo | **-19.5 / -11.0 / 6.5 / -** at 2.5M / 5M / 10M / 20M |" in head
+    assert "- / -12.6 / 15.2 / 18.4 (Rainbow, Dopamine (sticky 0.25; value-based), 5 runs) | 0, 1 |" in head
+    assert "@x" not in head
+    assert "| 80, 40 | 3,000, 3,000 | AMD EPYC, avx512_bf16 / Intel Xeon, amx_bf16 then AMD EPYC" in head
     assert "| seed 0 | -20.0 | -10.0 | 8.0 | 14.0 | 20.00M | 80 | max_frames | AMD EPYC, avx512_bf16 |" in text
     assert "| 10.00M | 40 | signal | Intel Xeon, amx_bf16 then AMD EPYC, avx512_bf16 |" in text
     assert "| seed 0, x | - | -3.0 | - | - | 5.00M | 10 | running or killed | not recorded |" in text
 
 
 def test_a_run_records_its_machine_and_a_resumed_run_the_stretch_it_adds(tmp_path, monkeypatch):
-    monkeypatch.setattr(learn, "machine", lambda: {"cpu": "Intel Xeon", "units": "amx_bf16"})
-    record_machine(tmp_path, resume=False)
-    (tmp_path / "progress.csv").write_text("elapsed_s,frames,mean_return_last_100\n60,4000000,-15\n")
-    monkeypatch.setattr(learn, "machine", lambda: {"cpu": "AMD EPYC", "units": "avx512_bf16"})
-    record_machine(tmp_path, resume=True)
+    monkeypatch.setattr(machine_cpu, "machine", lambda: {"cpu": "Intel Xeon", "units": "amx_bf16"})
+    record_machine(tmp_path, 0)
+    monkeypatch.setattr(machine_cpu, "machine", lambda: {"cpu": "AMD EPYC", "units": "avx512_bf16"})
+    record_machine(tmp_path, 4_000_000)
     stretches = json.loads((tmp_path / MACHINE_FILE).read_text())
     assert [m["from_frames"] for m in stretches] == [0, 4_000_000]
     assert cpu_label(tmp_path) == "Intel Xeon, amx_bf16 then AMD EPYC, avx512_bf16"
-    record_machine(tmp_path, resume=True)  # the same machine again: named once
+    record_machine(tmp_path, 5_000_000)  # the same machine again: named once
     assert cpu_label(tmp_path) == "Intel Xeon, amx_bf16 then AMD EPYC, avx512_bf16"
-    record_machine(tmp_path, resume=False)  # a fresh run starts its record afresh
+    record_machine(tmp_path, 0)  # a fresh run starts its record afresh
     assert len(json.loads((tmp_path / MACHINE_FILE).read_text())) == 1
     assert cpu_label(tmp_path) == "AMD EPYC, avx512_bf16"
 

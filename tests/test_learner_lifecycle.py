@@ -61,7 +61,7 @@ def test_compute_dtype_auto_picks_bfloat16_only_on_cpus_with_bfloat16_units():
 
 
 def test_compute_dtype_auto_takes_onednn_bfloat16_without_xla_on_bfloat16_cpus():
-    from seedfleet.algorithms.networks import NetworkConfig
+    from seedfleet.algorithms.network_config import NetworkConfig
     from seedfleet.server.assembly import resolve_network
 
     for flags in (AMX, ZEN4):

@@ -2,6 +2,7 @@
 its CPU by stage."""
 
 import json
+import math
 import resource
 import time
 
@@ -11,7 +12,7 @@ import pytest
 from seedfleet.algorithms.agent import AgentContext
 from seedfleet.algorithms.impala.agent import ImpalaAgent
 from seedfleet.algorithms.impala.config import ImpalaConfig
-from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.envs import StepBatch
 from seedfleet.server.env_slots import EnvSlots
 from seedfleet.server.inference import InferenceEngine, StepRequest
@@ -79,3 +80,22 @@ def test_the_stage_clock_counts_a_threads_cpu_not_its_waiting_and_the_reporter_w
     written = json.loads((tmp_path / "learner_cpu.json").read_text())
     assert written["env_steps"] == 120 and written["stages_cpu_s"]["busy"] == pytest.approx(totals["busy"], abs=1e-5)
     assert sum(written["threads_cpu_s"].values()) >= totals["busy"] - 0.02  # /proc ticks: 10 ms
+
+
+def test_progress_gives_the_share_of_the_budget_an_eta_from_the_recent_rate_and_the_best_return():
+    from seedfleet.server.progress import RATE_WINDOW_S, RunProgress, duration
+
+    progress = RunProgress(max_frames=1_000_000, target_return=18.0)
+    assert progress.update(0.0, 0, math.nan) == "(0.0%, ETA ?)  best - of target 18"
+    assert progress.update(10.0, 10_000, -20.0) == "(1.0%, ETA 16m30s)  best -20.0 of target 18"  # 990k at 1,000/s
+    assert progress.update(20.0, 30_000, -21.0) == "(3.0%, ETA 10m47s)  best -20.0 of target 18"  # 970k at 1,500/s
+    # the rate is the recent one: a run that slowed down tells its end from how it goes now
+    t, frames = 20.0, 30_000
+    for _ in range(30):
+        t, frames = t + 10.0, frames + 1_000
+        line = progress.update(t, frames, 5.0)
+    assert t - 20.0 > RATE_WINDOW_S and progress.frames_per_s() == pytest.approx(100.0)
+    assert line == f"(6.0%, ETA {duration(940_000 / 100.0)})  best 5.0 of target 18" and duration(9400) == "2h36m"
+    assert RunProgress(max_frames=100).update(0.0, 120, 1.0) == "(100.0%, ETA 0s)"
+    assert RunProgress().update(0.0, 5, 1.0) == ""  # no budget, no target: the line as before
+    assert RunProgress(target_return=475).update(0.0, 5, 9.5) == "best 9.5 of target 475"

@@ -31,13 +31,14 @@ def test_the_filter_drops_only_matching_lines_and_keeps_the_order():
     assert done.stderr.splitlines() == ["E0000 a real native error", "python's own warning", "after"]
 
 
-def test_commands_that_load_tensorflow_start_quietly_unless_verbose():
-    quiet = _run("-m", "seedfleet.deploy.cli", "learner", "--help")
-    assert quiet.returncode == 0 and "--verbose" in quiet.stdout
-    assert not [line for line in quiet.stderr.splitlines() if any(p.search(line) for p in STARTUP_LINES)]
-    assert "cuInit" not in quiet.stderr, quiet.stderr
-    for loud in (_run("-m", "seedfleet.deploy.cli", "learner", "--help", "--verbose"),
-                 _run("-m", "seedfleet.deploy.cli", "learner", "--help", env={"TF_CPP_MIN_LOG_LEVEL": "0"})):
-        assert loud.returncode == 0
+def test_commands_that_load_tensorflow_start_quietly_unless_verbose(tmp_path):
+    """`seedfleet export` of a folder with no checkpoint: TensorFlow loads, then the command refuses."""
+    command = ("-m", "seedfleet.deploy.cli", "export", "--checkpoint", str(tmp_path), "--out", str(tmp_path / "x"))
+    quiet = _run(*command)
+    assert quiet.returncode == 2 and quiet.stderr.splitlines() == [
+        f"seedfleet export: error: --checkpoint {tmp_path}: no checkpoint there (give a checkpoint directory, "
+        "or a log dir)"], quiet.stderr
+    for loud in (_run(*command, "--verbose"), _run(*command, env={"TF_CPP_MIN_LOG_LEVEL": "0"})):
+        assert loud.returncode == 2
         dropped = [line for line in loud.stderr.splitlines() if any(p.search(line) for p in STARTUP_LINES)]
         assert dropped, loud.stderr  # the lines the quiet start hid are TensorFlow's own, here too

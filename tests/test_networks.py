@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from seedfleet.algorithms.networks import NetworkConfig, PolicyValueNet, stack_frames
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.networks import PolicyValueNet, stack_frames
 
 
 def reference_stack(frames, first, history):

@@ -8,7 +8,7 @@ import tensorflow as tf
 from seedfleet.algorithms.agent import AgentContext, Unroll
 from seedfleet.algorithms.impala.agent import ImpalaAgent
 from seedfleet.algorithms.impala.config import ImpalaConfig
-from seedfleet.algorithms.networks import NetworkConfig
+from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.trainer import MAX_NONFINITE_IN_A_ROW, NonFiniteTraining, OnPolicyTrainer
 from seedfleet.envs import StepBatch
 from seedfleet.server.env_slots import EnvSlots

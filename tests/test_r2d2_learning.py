@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import Unroll
-from seedfleet.algorithms.networks import DuelingQNet, NetworkConfig
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.networks import DuelingQNet
 from seedfleet.algorithms.r2d2.config import R2D2Config, ape_x_epsilons
 from seedfleet.algorithms.r2d2.loss import r2d2_loss
 

@@ -12,6 +12,7 @@ import tensorflow as tf
 from conftest import Proc, seedfleet, start_learner
 
 from seedfleet.deploy import fleet_check
+from seedfleet.machine_cpu import machine, read_machine
 from seedfleet.server.checkpoint import CheckpointStore
 from seedfleet.settings import CONFIG_FILE, read_config
 
@@ -93,6 +94,11 @@ def test_a_killed_learner_resumes_from_its_newest_checkpoint(procs, tmp_path, al
     printed = subprocess.run([*seedfleet("learner", "--address", address, "--progress-interval-s", "1", *args),
                               "--print-config"], capture_output=True, text=True, check=True)
     assert resumed["flags"] == json.loads(printed.stdout)
+    # machine.json: the same stretches, each naming this machine's CPU, cores and the code's commit
+    machines = read_machine(tmp_path)
+    assert [m["from_frames"] for m in machines] == [0, frames_at_restore]
+    assert machines[1]["cpu"] == machine()["cpu"] and machines[1]["cores"] >= 1 and "flags" in machines[1]
+    assert machines[1]["commit"] == machine()["commit"]
     states = _all_checkpoints_read_back(tmp_path / "checkpoints")
     assert states[0]["metrics"]["env_steps"] >= summary["env_steps"]  # the last one was saved at the stop
     assert states[0]["metrics"]["learner_steps"] >= state["metrics"]["learner_steps"]
@@ -117,7 +123,7 @@ def test_a_config_record_that_cannot_be_written_is_said_and_the_learner_serves_o
     (tmp_path / CONFIG_FILE).mkdir()
     learner, address = start_learner("--env", "CartPole-v1", "--logdir", str(tmp_path))
     procs.append(learner)
-    assert any("config.json not written" in line for line in learner.lines), learner.output()[-2000:]
+    assert any("config.json or machine.json not written" in line for line in learner.lines), learner.output()[-2000:]
     assert not list(tmp_path.glob("*.tmp"))
     actor = Proc(seedfleet("actor", "--learner", address, "--envs", "2"))
     procs.append(actor)

@@ -14,7 +14,8 @@ from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act
 from seedfleet.algorithms.distribute import DataParallel
 from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.impala.loss import impala_loss, masked_mean
-from seedfleet.algorithms.networks import NetworkConfig, PolicyValueNet
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.networks import PolicyValueNet
 from seedfleet.errors import UsageError
 
 

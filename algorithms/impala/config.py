@@ -1,8 +1,10 @@
-"""IMPALA's hyperparameters, and the defaults it takes on Atari."""
+"""IMPALA's hyperparameters, and the defaults V-trace takes on Atari (TensorFlow-free: the CLI reads them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from seedfleet.settings import Presets
 
 
 @dataclass
@@ -31,22 +33,23 @@ class ImpalaConfig:
     proximal_clip: bool = False  # APPO: clip pi against the learner's policy at the step's start, not the actors'
 
 
-# Atari (ALE ids), applied by default as VECTOR_OBSERVATION_DEFAULTS are to R2D2 on CartPole.
-# On a CPU the learner trains about 900 to 1,200 transitions a second whatever the batch
-# (BENCHMARKS.md), so the number of updates per frame is set by the batch alone: 8 unrolls
-# of 10 make 80 transitions per update, as A2C's 16 envs x 5 steps, about 60,000 updates
-# in 20M frames (IMPALA's 32 x 20 would make 7,800). The step size falls linearly to 0 at
-# --max-frames, as in IMPALA and CleanRL's PPO. The IMPALA paper's shallow torso costs a
-# third of the Nature torso's arithmetic: on two CPU cores the system runs 4,100 frames/s
-# with it against 2,350 with the Nature torso.
-ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
-    "torso": "impala_shallow",
-    "optimizer": "adam",
-    "learning_rate": 6e-4,
-    "optimizer_epsilon": 1e-5,
-    "learning_rate_decay": True,
-    "batch_size": 8,
-    "unroll_length": 10,
-    "entropy_cost": 0.01,
-    "reward_clip": 1.0,
-}
+# V-trace on Atari (ALE ids). On a CPU the learner trains about 900 to 1,200 transitions a
+# second whatever the batch (BENCHMARKS.md), so the number of updates per frame is set by the
+# batch alone: 8 unrolls of 10 make 80 transitions per update, as A2C's 16 envs x 5 steps,
+# about 60,000 updates in 20M frames (IMPALA's 32 x 20 would make 7,800). The step size falls
+# linearly to 0 at --max-frames, as in IMPALA and CleanRL's PPO. The IMPALA paper's shallow
+# torso costs a third of the Nature torso's arithmetic: on two CPU cores the system runs 4,100
+# frames/s with it against 2,350 with the Nature torso.
+ATARI_MAX_FRAMES = 20_000_000  # the budget where the Atari presets' learning rate reaches 0
+ATARI_ENVS_PER_ACTOR = 32  # `seedfleet run` on Atari: 2 actors x 32 envs keep the learner busy
+ATARI_BUDGET = Presets(learner={"max_frames": ATARI_MAX_FRAMES}, launch={"envs_per_actor": ATARI_ENVS_PER_ACTOR})
+VTRACE_ATARI = ATARI_BUDGET | Presets(
+    algorithm={"optimizer": "adam", "learning_rate": 6e-4, "optimizer_epsilon": 1e-5, "learning_rate_decay": True,
+               "batch_size": 8, "unroll_length": 10, "entropy_cost": 0.01, "reward_clip": 1.0},
+    network={"torso": "impala_shallow"},
+)
+VTRACE_PRESETS = {"ale": VTRACE_ATARI}  # by env family (seedfleet/envs); any other: the dataclass's values
+
+
+def vtrace_presets(family: str) -> Presets:
+    return VTRACE_PRESETS.get(family, Presets())

@@ -14,7 +14,8 @@ import tensorflow as tf
 from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
 from seedfleet.algorithms.distribute import DataParallel
-from seedfleet.algorithms.networks import DuelingQNet, NetworkConfig
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.networks import DuelingQNet
 from seedfleet.algorithms.r2d2.config import R2D2Config
 from seedfleet.algorithms.r2d2.loss import q_of_actions, r2d2_loss, sequence_priorities, sequence_td
 

@@ -1,29 +1,17 @@
-"""R2D2's registry entry: its task defaults, agent and replay trainer."""
+"""R2D2's agent and replay trainer, as the registry builds them (TensorFlow)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from seedfleet.algorithms.agent import AgentContext
-from seedfleet.algorithms.networks import NetworkConfig, is_image
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.networks import is_image
 from seedfleet.algorithms.r2d2.agent import R2D2Agent
-from seedfleet.algorithms.r2d2.config import (
-    ALL_ENV_DEFAULTS,
-    FAMILY_DEFAULTS,
-    VECTOR_OBSERVATION_DEFAULTS,
-    R2D2Config,
-    ape_x_epsilons,
-)
+from seedfleet.algorithms.r2d2.config import R2D2Config, ape_x_epsilons
 from seedfleet.algorithms.r2d2.trainer import ReplayTrainer
 from seedfleet.algorithms.trainer import LearnerStepRecorder, UnrollSource
-
-
-def task_defaults(family: str, run: bool) -> dict:
-    """The paper's values on Atari, the env family's own elsewhere (config.py). `seedfleet run`
-    starts one evaluation actor: under Ape-X epsilons (up to 0.4) the training returns
-    say little of the policy, so progress and --target-return read the evaluation episodes."""
-    family_defaults = FAMILY_DEFAULTS.get(family, VECTOR_OBSERVATION_DEFAULTS)
-    return {**ALL_ENV_DEFAULTS, **family_defaults, **({"eval_actors": 1} if run else {})}
+from seedfleet.stage_clock import StageClock
 
 
 def make_agent(config: R2D2Config, network: NetworkConfig, context: AgentContext) -> R2D2Agent:
@@ -37,5 +25,5 @@ def make_agent(config: R2D2Config, network: NetworkConfig, context: AgentContext
 
 
 def make_trainer(agent: R2D2Agent, queue: UnrollSource, metrics: LearnerStepRecorder, device: str,
-                 config: R2D2Config, seed: int) -> ReplayTrainer:
-    return ReplayTrainer(agent, queue, metrics, device, config, seed)
+                 config: R2D2Config, seed: int, clock: StageClock) -> ReplayTrainer:
+    return ReplayTrainer(agent, queue, metrics, device, config, seed, clock)

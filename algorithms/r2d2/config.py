@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seedfleet.settings import Presets
+
 
 @dataclass
 class R2D2Config:
@@ -51,16 +53,23 @@ VECTOR_OBSERVATION_DEFAULTS: dict[str, float | int] = {
 # (gymnasium's, Catch, one added later) takes the vector values. MinAtar's boards take them too:
 # its curves in BENCHMARKS.md ("R2D2 on MinAtar Breakout") were run with them, and a 5-step
 # target tracked the 3-step one at equal learner steps.
-FAMILY_DEFAULTS: dict[str, dict[str, float | int]] = {
+R2D2_FAMILY_DEFAULTS: dict[str, dict[str, float | int]] = {
     "ale": {},
     "minatar": {**VECTOR_OBSERVATION_DEFAULTS},
 }
 
-# Defaults for R2D2 on every env. Its training step unrolls the LSTM over burn-in + T steps
-# in Python, a graph XLA took 33 s to compile on CartPole (two CPU cores) for no gain in
-# steady state (10.3 against 9.8 learner steps/s without it); a checkpoint, and so a stop,
-# would wait out that compile.
-ALL_ENV_DEFAULTS: dict[str, bool] = {"jit_compile": False}
+# On every env: its training step unrolls the LSTM over burn-in + T steps in Python, a graph
+# XLA took 33 s to compile on CartPole (two CPU cores) for no gain in steady state (10.3
+# against 9.8 learner steps/s without it); a checkpoint, and so a stop, would wait out that
+# compile. `seedfleet run` starts one evaluation actor: under Ape-X epsilons (up to 0.4) the
+# training returns say little of the policy, so progress and --target-return read the
+# evaluation episodes.
+R2D2_EVERYWHERE = Presets(network={"jit_compile": False}, launch={"eval_actors": 1})
+
+
+def r2d2_presets(family: str) -> Presets:
+    """The paper's values on Atari, the env family's own elsewhere."""
+    return R2D2_EVERYWHERE | Presets(algorithm=R2D2_FAMILY_DEFAULTS.get(family, VECTOR_OBSERVATION_DEFAULTS))
 
 
 def ape_x_epsilons(num_envs: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:

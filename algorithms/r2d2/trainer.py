@@ -24,6 +24,7 @@ from seedfleet.algorithms.r2d2.agent import R2D2Agent
 from seedfleet.algorithms.r2d2.config import R2D2Config
 from seedfleet.algorithms.r2d2.replay import PrioritizedReplay
 from seedfleet.algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
+from seedfleet.stage_clock import StageClock
 from seedfleet.threads import name_this_thread
 
 
@@ -64,8 +65,8 @@ class ReplayTrainer(TrainerThread):
     """`lock` is held while the replay or the variables change (checkpoints wait)."""
 
     def __init__(self, agent: R2D2Agent, queue: UnrollSource, metrics: LearnerStepRecorder, device: str,
-                 config: R2D2Config, seed: int):
-        super().__init__(agent, queue, metrics, device)
+                 config: R2D2Config, seed: int, clock: StageClock | None = None):
+        super().__init__(agent, queue, metrics, device, clock)
         self.config = config
         self.replay = PrioritizedReplay(
             config.replay_capacity, config.priority_exponent, config.importance_sampling_exponent, seed=seed

@@ -4,6 +4,7 @@
 from seedfleet.envs.family import EnvFamily, StepBatch, VectorEnvs
 from seedfleet.envs.registry import (
     FAMILIES,
+    check_env,
     describe,
     family_for,
     family_named,
@@ -13,5 +14,5 @@ from seedfleet.envs.registry import (
     observation_bounds,
 )
 
-__all__ = ["FAMILIES", "EnvFamily", "StepBatch", "VectorEnvs", "describe", "family_for", "family_named", "family_of",
-           "make_envs", "make_envs_from", "observation_bounds"]
+__all__ = ["FAMILIES", "EnvFamily", "StepBatch", "VectorEnvs", "check_env", "describe", "family_for", "family_named",
+           "family_of", "make_envs", "make_envs_from", "observation_bounds"]

@@ -57,5 +57,11 @@ def describe(env_id: str, seed: int) -> tuple[pb.EnvConfig, int]:
     return family_for(env_id).describe(env_id, seed)
 
 
+def check_env(env_id: str) -> None:
+    """UsageError for an id no family makes, or whose spaces seedfleet does not serve: a probe
+    env is made and closed, as the learner's `describe` makes one (no TensorFlow needed)."""
+    describe(env_id, 0)
+
+
 def observation_bounds(env_id: str) -> Bounds | None:
     return family_for(env_id).observation_bounds(env_id)

@@ -1,23 +1,24 @@
-"""APPO's registry entry: IMPALA's agent, config and trainer (algorithms/impala) with PPO's
-schedule as defaults. Each batch of unrolls is trained on in `epochs` passes of `minibatches`
-gradient steps, the policy loss is the clipped surrogate on V-trace targets
+"""APPO's task defaults: IMPALA's agent, config and trainer (algorithms/impala) with PPO's
+schedule. Each batch of unrolls is trained on in `epochs` passes of `minibatches` gradient
+steps, the policy loss is the clipped surrogate on V-trace targets
 (algorithms/impala/loss.py, `clipped_surrogate_loss`), and advantages are normalised.
-`--algo vtrace` stays IMPALA: one step per batch, -log pi * A."""
+`--algo vtrace` stays IMPALA: one step per batch, -log pi * A. TensorFlow-free."""
 
 from __future__ import annotations
 
-from seedfleet.algorithms.impala.builder import ATARI_MAX_FRAMES, FAMILY_LAUNCH
+from seedfleet.algorithms.impala.config import ATARI_BUDGET
+from seedfleet.settings import Presets
 
 # Everywhere: PPO's schedule on V-trace targets (CleanRL's ppo_atari.py and Sample Factory's
 # Atari APPO: 4 passes, clip 0.1, normalised advantages, lambda 0.95; Adam with eps 1e-5, as
 # ImpalaConfig has it already).
-APPO_DEFAULTS: dict[str, float | int | bool | str] = {
+APPO_EVERYWHERE = Presets(algorithm={
     "epochs": 4,
     "minibatches": 4,
     "clip_ratio": 0.1,
     "normalize_advantages": True,
     "vtrace_lambda": 0.95,
-}
+})
 
 # Atari (ALE ids): chosen by the screens in BENCHMARKS.md, "Learning Atari per frame as IMPALA and
 # PPO do: APPO's defaults".
@@ -38,22 +39,24 @@ APPO_DEFAULTS: dict[str, float | int | bool | str] = {
 # torso's curve to the Nature CNN's per frame; Pong has no lives, so it changes nothing there.
 # BENCHMARKS.md: "The shallow torso with 16 minibatches per pass", "Sticky Pong-v5 under the new
 # default, two seeds", "Breakout-v5 under the new default", "A lost life as terminal".
-ATARI_DEFAULTS: dict[str, float | int | bool | str] = {
-    "torso": "impala_shallow",
-    "unroll_length": 32,
-    "batch_size": 64,
-    "minibatches": 16,
-    "learning_rate": 2.5e-4,
-    "learning_rate_decay": True,
-    "learning_rate_decay_frames": 40_000_000,
-    "max_grad_norm": 0.5,
-    "queue_unrolls": 64,
-    "life_loss_terminal": True,
-}
+APPO_ATARI = ATARI_BUDGET | Presets(
+    algorithm={
+        "unroll_length": 32,
+        "batch_size": 64,
+        "minibatches": 16,
+        "learning_rate": 2.5e-4,
+        "learning_rate_decay": True,
+        "learning_rate_decay_frames": 40_000_000,
+        "max_grad_norm": 0.5,
+        "life_loss_terminal": True,
+    },
+    network={"torso": "impala_shallow"},
+    learner={"queue_unrolls": 64},
+)
 
-FAMILY_DEFAULTS = {"ale": {**ATARI_DEFAULTS, "max_frames": ATARI_MAX_FRAMES}}  # by env family (seedfleet/envs)
+APPO_PRESETS = {"ale": APPO_ATARI}  # by env family (seedfleet/envs)
 
 
-def task_defaults(family: str, run: bool) -> dict:
-    """APPO's schedule everywhere; on ALE the Atari defaults and their frame budget."""
-    return {**APPO_DEFAULTS, **FAMILY_DEFAULTS.get(family, {}), **(FAMILY_LAUNCH.get(family, {}) if run else {})}
+def appo_presets(family: str) -> Presets:
+    """APPO's schedule everywhere; on ALE the Atari defaults, their frame budget and launch."""
+    return APPO_EVERYWHERE | APPO_PRESETS.get(family, Presets())

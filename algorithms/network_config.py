@@ -1,0 +1,17 @@
+"""The network's settings: one dataclass, every field a flag. TensorFlow-free, so the CLI
+reads it (and answers `--help`) without loading TensorFlow; algorithms/networks.py builds from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class NetworkConfig:
+    torso: str = "auto"  # auto | mlp | nature | nature_half | impala_shallow | minatar | pool (auto: mlp for
+    # vectors; images: nature from 36 pixels a side, minatar below; pool: next to free, for measuring the learner)
+    mlp_sizes: tuple[int, ...] = (64, 64)  # hidden layers of the mlp torso
+    lstm_size: int = 0  # LSTM core size; 0: none for vtrace; for r2d2 512 (Atari frames), 128 (small images), 64
+    frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for [H, W, C] and vectors)
+    compute_dtype: str = "auto"  # conv torso arithmetic: float32, bfloat16, or auto (bfloat16 on CPUs with bf16 units)
+    jit_compile: bool = True  # compile the training step with XLA (1.4x on an AVX2 CPU; auto's bfloat16 leaves it off)
