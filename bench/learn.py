@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seedfleet.bench.atari_references import ATARI_GAMES, atari_references
 from seedfleet.bench.plot import EVALUATION, TRAINING, Curve, draw, has_returns, read_curve
 from seedfleet.bench.references import REFERENCES, Reference
 from seedfleet.bench.report import replace_section
@@ -83,6 +84,10 @@ CASES = {
                                     (), REFERENCES["MinAtar/Breakout-v1"]),
     "minatar-breakout-r2d2": Case("MinAtar/Breakout-v1", "r2d2", 5_000_000, (1_000_000, 2_500_000, 5_000_000),
                                   ("--eval-envs", "4"), REFERENCES["MinAtar/Breakout-v1"]),
+    # Atari beyond Pong and Breakout (bench/atari_references.py): the Atari-5 games, whose scores
+    # predict the 57-game median, and two games no default was chosen on, at 10M frames
+    **{game.lower(): Case(f"ALE/{game}-v5", "appo", 10_000_000, (2_500_000, 5_000_000, 10_000_000), (),
+                          atari_references(game)) for game in ATARI_GAMES},
 }
 
 

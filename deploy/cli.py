@@ -162,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         if spec.learner_flags:
             from seedfleet.envs import check_env
 
-            check_env(env)  # an unknown id, or spaces no algorithm here serves: refused before TensorFlow loads
+            check_env(env, args.env_options)  # an unknown id or option, spaces no algorithm here serves: refused
+            # before TensorFlow loads
         if spec.tensorflow:
             _load_tensorflow(args.verbose)
         run = getattr(importlib.import_module(spec.module), spec.entry)

@@ -52,7 +52,7 @@ log = logging.getLogger("seedfleet.learner")
 def env_config_for(config: LearnerConfig) -> tuple[pb.EnvConfig, int]:
     """What actors must run (the env family's description, read off one probe env made
     here), and frames per env step."""
-    return describe(config.env, config.seed * 1_000_003)
+    return describe(config.env, config.seed * 1_000_003, config.env_options)
 
 
 def compute_device() -> str:

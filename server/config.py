@@ -11,6 +11,7 @@ from dataclasses import dataclass
 @dataclass
 class LearnerConfig:
     env: str = "CartPole-v1"  # an id of any env family: gymnasium ids with discrete actions, ALE, MinAtar, Catch
+    env_options: str = ""  # the env family's settings over the id's, NAME=VALUE,... (ALE: full_action_space=true)
     algo: str = "vtrace"  # the agent: vtrace (IMPALA), appo (IMPALA trained as PPO) or r2d2
     address: str = "[::]:8470"  # where to listen: host:port (port 0 picks one) or unix:PATH
     seed: int = 0  # seeds the network, action sampling and the envs

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from seedfleet.envs import VectorEnvs, make_envs
+from seedfleet.envs import VectorEnvs, make_envs_from
 from seedfleet.errors import UsageError
 from seedfleet.server.config import EvalConfig
 from seedfleet.server.saved_policy import LoadedPolicy, load_policy
@@ -53,8 +53,7 @@ def play(policy: LoadedPolicy, config: EvalConfig) -> tuple[np.ndarray, list[np.
     """Plays `config.episodes` episodes; returns their returns and env 0's first episode's frames."""
     n = max(1, min(config.envs, config.episodes))
     quota = np.full(n, config.episodes // n) + (np.arange(n) < config.episodes % n)
-    env_id = policy.env_config.env_id
-    envs = make_envs(env_id, n, render_mode="rgb_array" if config.video else None)
+    envs = make_envs_from(policy.env_config, n, render_mode="rgb_array" if config.video else None)
     rng = np.random.default_rng(config.seed)
     agent, returns, frames = policy.agent, [], []
     try:

@@ -4,7 +4,7 @@ explicit episode starts."""
 import numpy as np
 import pytest
 
-from seedfleet.envs import family_for, family_named, make_envs
+from seedfleet.envs import family_for, family_named, make_envs, make_envs_from
 
 
 def atari_settings(env_id):
@@ -124,3 +124,28 @@ def test_groups_need_equal_sizes_and_a_family_that_steps_them():
         assert envs.group_size == 4
     finally:
         envs.close()
+
+
+def test_env_options_set_the_family_s_settings_over_the_id_s():
+    """--env-options: ALE's full action set (18 actions, as the Machado-settings references play),
+    sticky actions off; each option typed as its field; mistakes are one clear error."""
+    from seedfleet.envs import check_env, describe
+    from seedfleet.errors import UsageError
+
+    minimal, _ = describe("ALE/Pong-v5", 0)
+    full, _ = describe("ALE/Pong-v5", 0, "full_action_space=true, repeat_action_probability=0")
+    assert (minimal.num_actions, full.num_actions) == (6, 18)
+    assert full.atari.full_action_space and full.atari.repeat_action_probability == 0.0
+    assert minimal.atari.repeat_action_probability == 0.25
+    actor_side = make_envs_from(full, 2, threads=1)  # the actor builds what the options made
+    try:
+        assert actor_side.num_actions == 18
+    finally:
+        actor_side.close()
+    for options, message in (("full_action_space=maybe", "a bool is expected"),
+                             ("sticky=0", "sticky is no setting of the ale family"),
+                             ("full_action_space", "is not NAME=VALUE")):
+        with pytest.raises(UsageError, match=message):
+            check_env("ALE/Pong-v5", options)
+    with pytest.raises(UsageError, match="the gymnasium family takes no options"):
+        check_env("CartPole-v1", "full_action_space=true")

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from seedfleet import machine_cpu
 from seedfleet.bench.learn import (
     BEGIN,
@@ -267,3 +269,30 @@ def test_the_strongest_vector_units_name_the_cpu():
     assert vector_units({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}) == "amx_bf16"  # Xeon with AMX
     assert vector_units({"avx2", "fma"}) == "avx2"
     assert vector_units({"sse2"}) == ""
+
+
+def test_the_atari5_estimate_of_cleanrl_ppo_at_10m_frames_reads_about_half_of_human():
+    """CleanRL PPO (Machado settings) at 10M frames through the regression: about 0.48, as the
+    issue's check says (0.49); an independent loop over the paper's equation gives the same."""
+    import math
+
+    from seedfleet.bench.atari_references import (
+        ATARI5_WEIGHTS,
+        ATARI_GAMES,
+        HUMAN_RANDOM,
+        atari5_median_estimate,
+        human_normalized,
+    )
+
+    at_10m = {game: ATARI_GAMES[game][1][1] for game in ATARI5_WEIGHTS}
+    estimate = atari5_median_estimate(at_10m)
+    assert 0.47 < estimate < 0.50, estimate
+    total = 0.0
+    for game, weight in ATARI5_WEIGHTS.items():  # by hand: percent HNS, log10(1 + x), weighted, 10^y - 1
+        random, human = HUMAN_RANDOM[game]
+        percent = 100 * (at_10m[game] - random) / (human - random)
+        total += weight * math.log10(1 + max(percent, 0.0))
+    assert estimate == pytest.approx((10 ** total - 1) / 100)
+    assert human_normalized("Qbert", 163.9) == 0 and human_normalized("Qbert", 13455.0) == 1
+    assert math.isnan(atari5_median_estimate({"Qbert": 1000.0}))
+    assert CASES["qbert"].env == "ALE/Qbert-v5" and CASES["battlezone"].frames == 10_000_000

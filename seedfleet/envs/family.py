@@ -103,11 +103,30 @@ class EnvFamily:
         """(low, high) of float observations where the space bounds any; None when the dtype bounds them."""
         return None
 
+    def settings_with(self, env_id: str, options: str = "") -> Any:
+        """The id's settings with `options` ("name=value,...", the learner's --env-options) set over
+        them, each typed as the settings field it names; UsageError for a name the family's
+        settings lack, a value of another type, or options for a family without settings."""
+        settings = self.settings(env_id)
+        given = parse_options(options)
+        if not given:
+            return settings
+        if settings is None:
+            raise UsageError(f"--env-options {options!r}: the {self.name} family takes no options")
+        fields = {f.name: f for f in dataclasses.fields(settings)}
+        unknown = sorted(set(given) - set(fields))
+        if unknown:
+            raise UsageError(f"--env-options: {', '.join(unknown)} is no setting of the {self.name} family "
+                             f"(its settings: {', '.join(fields)})")
+        return dataclasses.replace(settings, **{name: typed_option(name, raw, getattr(settings, name))
+                                                for name, raw in given.items()})
+
     # What the learner tells actors, and what they read back.
 
-    def describe(self, env_id: str, seed: int) -> tuple[pb.EnvConfig, int]:
-        """The EnvConfig actors receive, read off one probe env made here; and its frame skip."""
-        settings = self.settings(env_id)
+    def describe(self, env_id: str, seed: int, options: str = "") -> tuple[pb.EnvConfig, int]:
+        """The EnvConfig actors receive, read off one probe env made here with `options` set
+        over the id's settings (`settings_with`); and its frame skip."""
+        settings = self.settings_with(env_id, options)
         probe = self.make(env_id, settings, 1, threads=1)
         try:
             config = pb.EnvConfig(env_id=env_id, seed=seed, family=self.name, num_actions=probe.num_actions,
@@ -130,6 +149,28 @@ class EnvFamily:
             return self.settings_class(**json.loads(config.settings_json))
         except (ValueError, TypeError) as error:
             raise UsageError(f"{self.name} settings from the learner do not fit this actor: {error}") from None
+
+
+def parse_options(options: str) -> dict[str, str]:
+    """`name=value,name=value` as a dict; UsageError for a part without `=`."""
+    parts = [part.strip() for part in options.split(",") if part.strip()]
+    bad = [part for part in parts if "=" not in part]
+    if bad:
+        raise UsageError(f"--env-options: {', '.join(bad)} is not NAME=VALUE")
+    return dict(part.split("=", 1) for part in parts)
+
+
+def typed_option(name: str, raw: str, like: object) -> object:
+    """`raw` as a value of `like`'s type (bools: true/false, 1/0, yes/no); UsageError otherwise."""
+    text = raw.strip()
+    if isinstance(like, bool):
+        if text.lower() not in ("1", "0", "true", "false", "yes", "no"):
+            raise UsageError(f"--env-options {name}={raw}: a bool is expected (true/false)")
+        return text.lower() in ("1", "true", "yes")
+    try:
+        return type(like)(text)
+    except ValueError:
+        raise UsageError(f"--env-options {name}={raw}: a {type(like).__name__} is expected") from None
 
 
 def check_discrete(env_id: str, space: Any, close: Any) -> int:

@@ -45,22 +45,25 @@ def make_envs(env_id: str, num_envs: int, threads: int = 0, groups: int = 1,
                        groups if family.steps_in_groups else 1, render_mode)
 
 
-def make_envs_from(config: pb.EnvConfig, num_envs: int, threads: int = 0, groups: int = 1) -> VectorEnvs:
-    """The envs a learner's EnvConfig asks an actor for."""
+def make_envs_from(config: pb.EnvConfig, num_envs: int, threads: int = 0, groups: int = 1,
+                   render_mode: str | None = None) -> VectorEnvs:
+    """The envs a learner's EnvConfig asks an actor for (its family's settings included)."""
     family = family_of(config)
     return family.make(config.env_id, family.settings_from_proto(config), num_envs, threads,
-                       groups if family.steps_in_groups else 1)
+                       groups if family.steps_in_groups else 1, render_mode)
 
 
-def describe(env_id: str, seed: int) -> tuple[pb.EnvConfig, int]:
-    """The EnvConfig a learner sends its actors for `env_id`, and frames per env step."""
-    return family_for(env_id).describe(env_id, seed)
+def describe(env_id: str, seed: int, options: str = "") -> tuple[pb.EnvConfig, int]:
+    """The EnvConfig a learner sends its actors for `env_id` with its family's `options`
+    ("name=value,...", --env-options), and frames per env step."""
+    return family_for(env_id).describe(env_id, seed, options)
 
 
-def check_env(env_id: str) -> None:
-    """UsageError for an id no family makes, or whose spaces seedfleet does not serve: a probe
-    env is made and closed, as the learner's `describe` makes one (no TensorFlow needed)."""
-    describe(env_id, 0)
+def check_env(env_id: str, options: str = "") -> None:
+    """UsageError for an id no family makes, options its family lacks, or spaces seedfleet does
+    not serve: a probe env is made and closed, as the learner's `describe` makes one (no
+    TensorFlow needed)."""
+    describe(env_id, 0, options)
 
 
 def observation_bounds(env_id: str) -> Bounds | None:
