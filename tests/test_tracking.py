@@ -61,16 +61,16 @@ def _run(logdir, max_frames: int, *extra: str) -> subprocess.CompletedProcess:
 
 def test_a_run_and_its_resumed_stretch_log_to_one_wandb_run_against_frames(tmp_path):
     pytest.importorskip("wandb")
-    first = _run(tmp_path, 3000, "--fresh")
+    first = _run(tmp_path, 2000, "--fresh")
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     run_id = (tmp_path / WANDB_ID_FILE).read_text().strip()
     first_id, config, history, first_file = offline_run(tmp_path)
     assert first_id == run_id
-    assert config["env"] == "CartPole-v1" and config["wandb_group"] == "suite" and config["max_frames"] == 3000
+    assert config["env"] == "CartPole-v1" and config["wandb_group"] == "suite" and config["max_frames"] == 2000
     assert config["machine"]["cpu"] and config["machine"]["cores"] >= 1  # the machine record, beside the flags
     assert history and all("frames" in row for row in history)
     frames = [row["frames"] for row in history]
-    assert frames == sorted(frames) and frames[-1] >= 3000
+    assert frames == sorted(frames) and frames[-1] >= 2000
     assert any("episode/return_mean" in row and "episode/count" in row for row in history)
     assert any("policy/entropy" in row and "throughput/env_frames_per_s" in row for row in history)
     restored = json.loads((tmp_path / "summary.json").read_text())["frames"]
@@ -78,12 +78,12 @@ def test_a_run_and_its_resumed_stretch_log_to_one_wandb_run_against_frames(tmp_p
     first_file.rename(first_file.with_suffix(".first"))  # the second stretch writes an offline run of its own
     for folder in (tmp_path / "wandb").glob("offline-run-*"):
         folder.rename(folder.with_name("done-" + folder.name))
-    second = _run(tmp_path, 6000)  # resumes from the checkpoint written at the first stop
+    second = _run(tmp_path, 4000)  # resumes from the checkpoint written at the first stop
     assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-2000:]
     second_id, config, history, _ = offline_run(tmp_path)
-    assert second_id == run_id and config["max_frames"] == 6000
+    assert second_id == run_id and config["max_frames"] == 4000
     frames = [row["frames"] for row in history]
-    assert frames and frames[0] >= restored and frames[-1] >= 6000  # on from the checkpoint's frames
+    assert frames and frames[0] >= restored and frames[-1] >= 4000  # on from the checkpoint's frames
 
 
 def test_episodes_that_end_at_one_step_are_all_counted_in_the_interval_aggregate():
