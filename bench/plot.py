@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
+import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,9 +55,18 @@ class Curve:
 
 
 def run_flags(logdir: Path) -> dict:
-    """The flags the run's newest stretch ran with (config.json), {} for a run without a record."""
+    """The env, algo and seed a run ran with, and its other flags: its newest stretch's record
+    (config.json); for a run from before that record, the env and algo of its summary.json and
+    the seed its folder is named by (seedN), where they are there."""
     stretches = read_config(logdir)
-    return stretches[-1]["flags"] if stretches else {}
+    if stretches:
+        return stretches[-1]["flags"]
+    try:
+        summary = json.loads((logdir / "summary.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        summary = {}
+    seed = re.fullmatch(r"seed(\d+)", logdir.name)
+    return {key: summary[key] for key in ("env", "algo") if key in summary} | ({"seed": int(seed[1])} if seed else {})
 
 
 def run_curve(logdir: Path) -> Curve:
@@ -132,6 +144,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--no-references", action="store_true", help="leave out the published curves")
     args = parser.parse_args(argv)
     curves = [run_curve(run) for run in args.runs]
+    if len({c.label for c in curves}) < len(curves):  # runs alike in env, algo and seed: named by their folders too
+        curves = [dataclasses.replace(c, label=f"{c.label} ({run})") for c, run in zip(curves, args.runs, strict=True)]
     envs = [run_flags(run).get("env", "") for run in args.runs]
     references = [] if args.no_references else references_for(envs)
     title = args.title or ", ".join(env for env in dict.fromkeys(envs) if env) or "return"

@@ -53,3 +53,15 @@ def test_plot_refuses_a_folder_that_is_no_run(tmp_path, capsys):
     assert main(["plot", str(tmp_path), "--out", str(tmp_path / "x.png")]) == 2
     assert "no progress.csv" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
+
+
+def test_a_run_from_before_config_json_is_named_by_its_summary_and_folder(tmp_path, capsys):
+    run = tmp_path / "pong" / "seed3"
+    run.mkdir(parents=True)
+    (run / "progress.csv").write_text("elapsed_s,frames,env_steps,mean_return_last_100\n60,1000000,250000,-20\n"
+                                      "120,2000000,500000,-18\n")
+    (run / "summary.json").write_text('{"env": "ALE/Pong-v5", "algo": "vtrace"}')
+    assert main(["plot", str(run), "--out", str(tmp_path / "one.png")]) == 0
+    printed = capsys.readouterr().out
+    assert "ALE/Pong-v5, vtrace, seed 3 (not recorded)" in printed  # no machine record: said so
+    assert "reference curve(s)" in printed and "0 reference curve(s)" not in printed
