@@ -40,6 +40,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seedfleet.bench.atari_breadth import BEGIN as BREADTH_BEGIN
+from seedfleet.bench.atari_breadth import END as BREADTH_END
+from seedfleet.bench.atari_breadth import GameRuns, breadth_markdown, plot_breadth
 from seedfleet.bench.atari_references import ATARI_GAMES, atari_references
 from seedfleet.bench.plot import EVALUATION, TRAINING, Curve, draw, has_returns, read_curve
 from seedfleet.bench.references import REFERENCES, Reference
@@ -48,6 +51,7 @@ from seedfleet.bench.results_page import BEGIN as HEAD_BEGIN
 from seedfleet.bench.results_page import END as HEAD_END
 from seedfleet.bench.results_page import TaskResult, learning_table
 from seedfleet.bench.run_config import Defaults, configs_markdown, todays_defaults
+from seedfleet.envs import describe
 from seedfleet.machine_cpu import MACHINE_FILE, cpu_label, machine, read_machine
 from seedfleet.settings import CONFIG_FILE
 
@@ -279,9 +283,22 @@ def task_result(name: str, case: Case, group: RunGroup, picture: str) -> TaskRes
                       case.references)
 
 
+def game_runs(game: str, runs: Path) -> GameRuns | None:
+    """The default's runs of an Atari game's case, as the breadth report reads them (None: only variants)."""
+    name, case = game.lower(), CASES[game.lower()]
+    group = next((g for g in run_groups(name, runs) if not g.variant), None)
+    if group is None:
+        return None
+    result = task_result(name, case, group, "")
+    curves = [read_curve(logdir) for _, logdir in sorted(group.seeds.items())]
+    return GameRuns(game, result.seeds, curves, result.means, result.wall_min, result.cpu,
+                    describe(case.env, 0)[0].num_actions)
+
+
 def report(md_path: Path, names: list[str], runs: Path = RESULTS, defaults: Defaults = todays_defaults) -> None:
-    """Rewrites the learn section (a table and a picture per case, variants included) and the
-    head's table of what each task learns (the defaults' runs only)."""
+    """Rewrites the learn section (a table and a picture per case, variants included), and where
+    the page has them, the head's table of what each task learns (the defaults' runs only) and
+    the Atari breadth report (bench/atari_breadth.py)."""
     m = machine()
     body = [f"Report of {m['date']}, commit {m['commit']}, {m['cores']} cores of {m['cpu']}.", ""]
     head: list[TaskResult] = []
@@ -294,7 +311,13 @@ def report(md_path: Path, names: list[str], runs: Path = RESULTS, defaults: Defa
         body += case_markdown(name, CASES[name], groups, picture, defaults)
         head += [task_result(name, CASES[name], group, picture) for group in groups if not group.variant]
     replace_section(md_path, BEGIN, END, "\n".join(body))
-    replace_section(md_path, HEAD_BEGIN, HEAD_END, "\n".join(learning_table(head)))
+    replace_section(md_path, HEAD_BEGIN, HEAD_END, "\n".join(learning_table(head)), missing_ok=True)
+    games = [game_runs(game, runs) for game in ATARI_GAMES if run_groups(game.lower(), runs)]
+    games = [g for g in games if g is not None]
+    png = md_path.parent / "BENCHMARKS-learn-atari-breadth.png"
+    picture = [f"![Atari breadth]({png.name})"] if plot_breadth(games, png) else []
+    replace_section(md_path, BREADTH_BEGIN, BREADTH_END, "\n".join([*breadth_markdown(games), "", *picture]),
+                    missing_ok=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -130,10 +130,13 @@ def markdown(runs: list[dict], sweep: dict | None = None, plot: str = "") -> str
     return "\n".join(lines)
 
 
-def replace_section(md_path: Path, begin: str, end: str, body: str) -> None:
-    """Writes `body` between the markers `begin` and `end` of `md_path`, keeping the rest."""
+def replace_section(md_path: Path, begin: str, end: str, body: str, missing_ok: bool = False) -> None:
+    """Writes `body` between the markers `begin` and `end` of `md_path`, keeping the rest; a page
+    without them is an error, or left as it is with `missing_ok`."""
     text = md_path.read_text()
     if begin not in text or end not in text:
+        if missing_ok:
+            return
         raise SystemExit(f"{md_path} has no {begin} ... {end} section")
     head, rest = text.split(begin, 1)
     tail = rest.split(end, 1)[1]

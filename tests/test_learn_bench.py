@@ -296,3 +296,33 @@ def test_the_atari5_estimate_of_cleanrl_ppo_at_10m_frames_reads_about_half_of_hu
     assert human_normalized("Qbert", 163.9) == 0 and human_normalized("Qbert", 13455.0) == 1
     assert math.isnan(atari5_median_estimate({"Qbert": 1000.0}))
     assert CASES["qbert"].env == "ALE/Qbert-v5" and CASES["battlezone"].frames == 10_000_000
+
+
+def test_the_breadth_report_reads_each_game_beside_its_references_and_names_an_unhealthy_run(tmp_path):
+    from seedfleet.bench.atari_breadth import BEGIN as BREADTH_BEGIN
+    from seedfleet.bench.atari_breadth import END as BREADTH_END
+    from seedfleet.bench.atari_breadth import health
+
+    runs = tmp_path / "runs"
+    logdir = runs / "qbert" / "seed0"
+    logdir.mkdir(parents=True)
+    rows = ["elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,state_information,explained_variance,"
+            "policy_entropy"]
+    rows += [f"{600 * i},{i * 2_500_000},{i * 625_000},1400,{[0, 500, 1500, 3000, 4500][i]},0.2,0.5,1.2"
+             for i in range(1, 5)]
+    (logdir / "progress.csv").write_text("\n".join(rows) + "\n")
+    summary = {"frames": 10_000_000, "wall_s": 2400, "stop_reason": "max_frames"}
+    (logdir / "summary.json").write_text(json.dumps(summary))
+    md = tmp_path / "B.md"
+    md.write_text(f"{BEGIN}\n{END}\n{BREADTH_BEGIN}\n{BREADTH_END}\n")
+    report(md, ["qbert"], runs=runs)
+    section = md.read_text().split(BREADTH_BEGIN)[1]
+    # Qbert: 500 / 1,500 / 4,500 at 2.5 / 5 / 10M; HNS (4500 - 163.9) / (13455 - 163.9)
+    assert "| Qbert | **500.0 / 1,500.0 / 4,500.0** | 0.33 | 1,550.0 / 3,750.0 | " in section
+    assert "| 1,658.4 / 5,353.9 / 5,206.9 | 40 |" in section
+    assert "| healthy |" in section and "- seedfleet: - (needs all five" in section
+    assert "- PPO, CleanRL with Machado settings: 0.48" in section
+    assert (tmp_path / "BENCHMARKS-learn-atari-breadth.png").exists()
+    blind = [{"frames": 5e6, "state_information": 0.001, "explained_variance": 0.1, "policy_entropy": 0.05}]
+    assert [f.split(" (")[0] for f in health(blind, 6)] == [
+        "policy blind to its input", "value explains little", "entropy collapsed"]
