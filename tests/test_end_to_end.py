@@ -60,7 +60,7 @@ def test_learner_and_two_actors_learn_cartpole(tmp_path):
     for match in along:
         assert float(match.group(2)) == pytest.approx(100 * int(match.group(1).replace(",", "")) / 1_000_000, abs=0.06)
         assert float(match.group(5)) == pytest.approx(TARGET, abs=0.05)
-    assert along[-1].group(3) != "?" and float(along[-1].group(4)) <= summary["mean_return_last_100"] + 1e-6
+    assert along[-1].group(3) != "?" and float(along[-1].group(4)) >= round(TARGET, 1)  # the stop's line: reached
     assert list((logdir).glob("events.out.tfevents.*")), "no TensorBoard summaries"
     assert_quiet(run.lines)
     assert sum("the learner stopped (target_return)" in line for line in run.lines) == 2  # each actor, in words
