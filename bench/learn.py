@@ -221,7 +221,9 @@ def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str,
     lines = [f"### {name}: {case.env}, {case.algo}", "", f"`{' '.join([command, *case.args])}`"]
     if case.stop_at:
         lines[-1] += f", stopped by the bench once past {_frames(case.stop_at)} frames (SIGTERM)"
-    lines += [f"- {group.variant}: the same with `{' '.join(group.flags)}`" for group in groups if group.variant]
+    lines += [f"- {group.variant}: " + (f"the same with `{' '.join(group.flags)}`" if group.flags else
+                                         "the same flags, a run kept apart by name (its config.json below)")
+              for group in groups if group.variant]
     lines += ["", f"| run | {marks} | frames | wall min | stop | CPU |", "|---" * (len(case.marks) + 5) + "|"]
     for group in groups:
         by_seed = []
