@@ -79,9 +79,10 @@ async def serve(
     `launch`: the caller's own config dataclass (seedfleet run's actors), recorded in the log
     dir's config.json with the learner's, the algorithm's and the network's."""
     configs = (launch, config, algo_config, network) if launch is not None else (config, algo_config, network)
-    learner = await Learner.build(config, algo, algo_config, network, train, launched_envs, flag_values(*configs))
+    flags = flag_values(*configs)
+    learner = await Learner.build(config, algo, algo_config, network, train, launched_envs, flags)
     try:  # the run's records beside its curve: its flags as resolved, and the machine it runs on
-        record_config(learner.logdir, flag_values(*configs), learner.metrics.frames)
+        record_config(learner.logdir, flags, learner.metrics.frames)
         record_machine(learner.logdir, learner.metrics.frames)
     except OSError as error:  # as a checkpoint that cannot be saved: said, and the run goes on
         log.warning("config.json or machine.json not written, the run goes on without its records: %s", error)

@@ -127,17 +127,22 @@ class Metrics:
         with self._lock:
             return float(np.mean(self._eval_returns)) if self._eval_returns else math.nan
 
+    def _target_window(self) -> deque[float]:
+        """The episodes the target reads (call with the lock held): evaluation episodes of
+        trusted streams once there are any, their training episodes otherwise."""
+        return self._target_eval_returns if self._target_eval_returns else self._target_returns
+
     def target_mean(self) -> float:
         """The mean of the window `target_reached` reads (NaN while it is empty)."""
         with self._lock:
-            window = self._target_eval_returns if self._target_eval_returns else self._target_returns
+            window = self._target_window()
             return float(np.mean(window)) if window else math.nan
 
     def target_reached(self, target: float) -> bool:
         """The mean over a full window of 100 episodes of trusted streams reaches `target`:
         evaluation episodes once there are any, training episodes otherwise."""
         with self._lock:
-            window = self._target_eval_returns if self._target_eval_returns else self._target_returns
+            window = self._target_window()
             return len(window) == window.maxlen and float(np.mean(window)) >= target
 
     def summary(self) -> dict:
