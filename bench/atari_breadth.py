@@ -23,7 +23,7 @@ from seedfleet.bench.atari_references import (
     atari_references,
     human_normalized,
 )
-from seedfleet.bench.plot import TRAINING
+from seedfleet.bench.plot import TRAINING, return_at
 
 BEGIN, END = "<!-- atari-breadth:begin -->", "<!-- atari-breadth:end -->"  # its section of BENCHMARKS.md
 MARKS = (2_500_000, 5_000_000, 10_000_000)
@@ -46,19 +46,14 @@ class GameRuns:
     num_actions: int
 
 
-def _at(rows: list[dict], frames: int, key: str) -> float:
-    seen = [r[key] for r in rows if r["frames"] <= frames and not math.isnan(r.get(key, math.nan))]
-    return seen[-1] if seen else math.nan
-
-
 def health(rows: list[dict], num_actions: int) -> list[str]:
     """The failures the run shows, named with their thresholds ([] for a healthy run; a run short
     of HEALTH_AT frames is judged at its last line)."""
     failures = []
-    information = _at(rows, HEALTH_AT, "state_information")
+    information = return_at(rows, HEALTH_AT, "state_information")
     if information < STATE_INFORMATION_MIN:
         failures.append(f"policy blind to its input (state information {information:.3f} < {STATE_INFORMATION_MIN})")
-    variance = _at(rows, HEALTH_AT, "explained_variance")
+    variance = return_at(rows, HEALTH_AT, "explained_variance")
     if variance < EXPLAINED_VARIANCE_MIN:
         failures.append(f"value explains little (explained variance {variance:.2f} < {EXPLAINED_VARIANCE_MIN})")
     entropies = [r["policy_entropy"] for r in rows if not math.isnan(r.get("policy_entropy", math.nan))]

@@ -44,7 +44,7 @@ from seedfleet.bench.atari_breadth import BEGIN as BREADTH_BEGIN
 from seedfleet.bench.atari_breadth import END as BREADTH_END
 from seedfleet.bench.atari_breadth import GameRuns, breadth_markdown, plot_breadth
 from seedfleet.bench.atari_references import ATARI_GAMES, atari_references
-from seedfleet.bench.plot import EVALUATION, TRAINING, Curve, draw, has_returns, read_curve
+from seedfleet.bench.plot import EVALUATION, TRAINING, Curve, draw, has_returns, read_curve, return_at
 from seedfleet.bench.references import REFERENCES, Reference
 from seedfleet.bench.report import replace_section
 from seedfleet.bench.results_page import BEGIN as HEAD_BEGIN
@@ -181,14 +181,6 @@ def run_until(command: list[str], logdir: Path, timeout_s: float, stop_at: int |
                     return proc.wait()
             STOP.wait(poll_s)
         return proc.returncode
-
-
-def return_at(curve: list[dict], frames: int, key: str = TRAINING) -> float:
-    """The mean return over the last 100 episodes as of `frames` (NaN before the first
-    full report or when the run ended before `frames` without reaching its target);
-    `key` EVALUATION reads the evaluation actors' episodes instead."""
-    seen = [row for row in curve if row["frames"] <= frames and not math.isnan(row.get(key, math.nan))]
-    return seen[-1][key] if seen else math.nan
 
 
 def _cell(value: float) -> str:

@@ -40,6 +40,14 @@ def read_curve(logdir: Path) -> list[dict]:
         return [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
 
 
+def return_at(curve: list[dict], frames: int, key: str = TRAINING) -> float:
+    """The mean return over the last 100 episodes as of `frames` (NaN before the first
+    full report or when the run ended before `frames` without reaching its target);
+    `key` EVALUATION reads the evaluation actors' episodes instead."""
+    seen = [row for row in curve if row["frames"] <= frames and not math.isnan(row.get(key, math.nan))]
+    return seen[-1][key] if seen else math.nan
+
+
 def has_returns(curve: list[dict], key: str = TRAINING) -> bool:
     return any(not math.isnan(row.get(key, math.nan)) for row in curve)
 

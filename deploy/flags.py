@@ -15,9 +15,9 @@ import math
 import os
 import re
 
+from seedfleet.settings import parse_setting
+
 ENV_PREFIX = "SEEDFLEET_"
-TRUE_WORDS = ("1", "true", "yes")
-FALSE_WORDS = ("0", "false", "no")
 ENV_HELP = (
     "Every flag --some-name takes its default from the environment variable SEEDFLEET_SOME_NAME when that is "
     "set and not empty (bools: 1/0/true/false/yes/no; tuples: comma-separated); a flag given here still wins."
@@ -27,22 +27,6 @@ ENV_HELP = (
 def env_name(field_name: str) -> str:
     """The environment variable of the flag for `field_name`: SEEDFLEET_SOME_NAME for some_name."""
     return ENV_PREFIX + field_name.upper()
-
-
-def parse_setting(raw: str, like: object) -> object:
-    """`raw` read as a value of the same type as `like` (the flag's default); ValueError if it is not one."""
-    if isinstance(like, bool):
-        word = raw.strip().lower()
-        if word not in TRUE_WORDS + FALSE_WORDS:
-            raise ValueError(f"is not a bool (use one of {'/'.join(TRUE_WORDS + FALSE_WORDS)})")
-        return word in TRUE_WORDS
-    if isinstance(like, tuple):
-        return tuple(parse_setting(part, like[0]) for part in raw.split(","))
-    kind = type(like)
-    try:
-        return kind(raw.strip())
-    except ValueError:
-        raise ValueError(f"is not a valid {kind.__name__}") from None
 
 
 def env_setting(field_name: str, like: object) -> object | None:

@@ -30,6 +30,26 @@ def _json_value(value: object) -> object:
     return value
 
 
+TRUE_WORDS = ("1", "true", "yes")
+FALSE_WORDS = ("0", "false", "no")
+
+
+def parse_setting(raw: str, like: object) -> object:
+    """`raw` read as a value of the same type as `like` (the flag's default); ValueError if it is not one."""
+    if isinstance(like, bool):
+        word = raw.strip().lower()
+        if word not in TRUE_WORDS + FALSE_WORDS:
+            raise ValueError(f"is not a bool (use one of {'/'.join(TRUE_WORDS + FALSE_WORDS)})")
+        return word in TRUE_WORDS
+    if isinstance(like, tuple):
+        return tuple(parse_setting(part, like[0]) for part in raw.split(","))
+    kind = type(like)
+    try:
+        return kind(raw.strip())
+    except ValueError:
+        raise ValueError(f"is not a valid {kind.__name__}") from None
+
+
 def flag_values(*configs: object) -> dict[str, object]:
     """Every field of the config dataclasses by name (a flag each), as strict JSON holds it."""
     return {field.name: _json_value(getattr(config, field.name))

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 
 from seedfleet.errors import UsageError
+from seedfleet.settings import parse_setting
 from seedfleet.v1 import actor_learner_pb2 as pb
 
 Bounds = tuple[np.ndarray, np.ndarray]  # (low, high) of float observations
@@ -161,14 +162,9 @@ def parse_options(options: str) -> dict[str, str]:
 
 
 def typed_option(name: str, raw: str, like: object) -> object:
-    """`raw` as a value of `like`'s type (bools: true/false, 1/0, yes/no); UsageError otherwise."""
-    text = raw.strip()
-    if isinstance(like, bool):
-        if text.lower() not in ("1", "0", "true", "false", "yes", "no"):
-            raise UsageError(f"--env-options {name}={raw}: a bool is expected (true/false)")
-        return text.lower() in ("1", "true", "yes")
+    """`raw` as a value of `like`'s type, as a flag's value is read; UsageError otherwise."""
     try:
-        return type(like)(text)
+        return parse_setting(raw, like)
     except ValueError:
         raise UsageError(f"--env-options {name}={raw}: a {type(like).__name__} is expected") from None
 
