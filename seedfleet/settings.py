@@ -6,6 +6,9 @@ ran even after the defaults change. A resumed run adds a stretch (the frames it 
 from and its flags); a fresh one starts the list again. `seedfleet <command> --print-config`
 prints the same record without running, and `flag_words` turns a difference between two
 records back into the flags that make it.
+
+Also the typed reading of a setting's text (flags' SEEDFLEET_* variables, --env-options) and the
+task defaults an algorithm gives per env family (`Presets`), checked against the classes they set.
 """
 
 from __future__ import annotations
