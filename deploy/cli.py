@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             from seedfleet.envs import check_env
 
             check_env(env, args.env_options)  # an unknown id or option, spaces no algorithm here serves: refused
-            # before TensorFlow loads
+            # before TensorFlow loads, as are learner settings that cannot work anywhere
+            next(config for config in configs if isinstance(config, LearnerConfig)).check()
         if spec.tensorflow:
             _load_tensorflow(args.verbose)
         run = getattr(importlib.import_module(spec.module), spec.entry)

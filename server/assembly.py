@@ -139,8 +139,7 @@ class Learner:
         logdir.mkdir(parents=True, exist_ok=True)
         env_config, frame_skip = env_config_for(config)
         spec = EnvSpec.from_proto(env_config)
-        if config.frontends < 0:
-            raise UsageError(f"--frontends {config.frontends}: 0 (none) or more")
+        config.check()
         if config.frontends:  # before the agent: a refusal comes at once
             port_security(config)
         else:

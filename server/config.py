@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from seedfleet.errors import UsageError
+
 
 @dataclass
 class LearnerConfig:
@@ -45,6 +47,13 @@ class LearnerConfig:
     wandb_entity: str = ""  # the W&B entity (team or user); "": W&B's default
     wandb_group: str = ""  # the W&B group, to gather seeds of one experiment
     wandb_name: str = ""  # the W&B run's display name; "": W&B's own
+
+    def check(self) -> None:
+        """Refuses settings that cannot work on any machine: said before TensorFlow loads."""
+        if self.frontends < 0:
+            raise UsageError(f"--frontends {self.frontends}: 0 (none) or more")
+        if self.frontends > 1 and self.address.startswith("unix:"):
+            raise UsageError("--frontends: several processes share a TCP port, not a unix: socket")
 
 
 @dataclass

@@ -136,8 +136,6 @@ class FrontEnds:
 
     def __init__(self, config: LearnerConfig, env_config: pb.EnvConfig, backend: LocalBackend, count: int,
                  clock: StageClock):
-        if config.address.startswith("unix:") and count > 1:
-            raise UsageError("--frontends: several processes share a TCP port, not a unix: socket")
         self.config, self.backend, self.count, self.clock = config, backend, count, clock
         self.spec = EnvSpec.from_proto(env_config)
         self._setup = {"config": dataclasses.asdict(config), "env_config": env_config.SerializeToString().hex()}

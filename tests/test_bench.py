@@ -28,7 +28,7 @@ def test_a_bracketed_phase_is_the_mean_of_before_and_after():
 def test_bench_all_modes_on_cartpole_writes_every_key(tmp_path):
     out = tmp_path / "seedfleet.bench.json"
     bench = Proc(seedfleet("bench", "--env", "CartPole-v1", "--actors", "1", "--envs-per-actor", "8",
-                           "--seconds", "3", "--warmup-s", "1", "--mode", "all", "--json", str(out)))
+                           "--seconds", "1.5", "--warmup-s", "0.5", "--mode", "all", "--json", str(out)))
     assert bench.popen.wait(timeout=240) == 0, bench.output()[-3000:]
     results = json.loads(out.read_text())
     for phase in ("env", "model", "serve", "train", "train_only"):

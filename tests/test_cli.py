@@ -250,7 +250,8 @@ def test_print_config_shows_every_flag_as_resolved_and_runs_nothing(monkeypatch,
 
 QUICK_COMMANDS = [["--help"], ["run", "--help"], ["learner", "--help"], ["actor", "--help"], ["bench", "--help"],
                   ["eval", "--help"], ["plot", "--help"], ["run", "--env", "NoSuchEnv-v0"],
-                  ["run", "--env", "Pendulum-v1"], ["learner", "--epochz", "3"], ["run", "--algo", "ppo"]]
+                  ["run", "--env", "Pendulum-v1"], ["learner", "--epochz", "3"], ["run", "--algo", "ppo"],
+                  ["learner", "--frontends", "-1"], ["learner", "--frontends", "2", "--address", "unix:/tmp/sf.sock"]]
 # Runs the CLI as `seedfleet` does and says, as the interpreter exits, whether TensorFlow was loaded.
 AT_EXIT = ("import atexit, sys; atexit.register(lambda: print('tensorflow loaded:', 'tensorflow' in sys.modules, "
            "file=sys.stderr)); from seedfleet.deploy.cli import main; sys.exit(main(sys.argv[1:]))")
@@ -260,7 +261,8 @@ AT_EXIT = ("import atexit, sys; atexit.register(lambda: print('tensorflow loaded
 def test_help_mistakes_and_refused_envs_never_load_tensorflow(argv):
     """What the CLI can answer from flags and an env's spaces alone, it answers before
     TensorFlow loads: `--help`, a mistaken flag, an unknown env id or algorithm, an action
-    space no algorithm here serves (BENCHMARKS.md has their CPU times)."""
+    space no algorithm here serves, settings that cannot work anywhere (BENCHMARKS.md has their
+    CPU times)."""
     out = subprocess.run([sys.executable, "-c", AT_EXIT, *argv], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == (0 if "--help" in argv else 2), out.stderr[-2000:]
