@@ -103,10 +103,10 @@ class Actor:
             envs = make_envs_from(config, self.config.envs, self.config.env_threads, self.config.env_groups)
         spec = EnvSpec.from_proto(config)
         want, have = (spec.obs_shape, spec.obs_dtype), (envs.observation_shape, envs.observation_dtype)
-        if want != have or envs.num_actions != spec.num_actions:
+        if want != have or not envs.actions.equals(spec.actions):
             raise ProtocolError(
-                f"learner expects {want} observations and {config.num_actions} actions, "
-                f"this actor's {config.env_id} gives {have} and {envs.num_actions}"
+                f"learner expects {want} observations and {spec.actions.describe()}, "
+                f"this actor's {config.env_id} gives {have} and {envs.actions.describe()}"
             )
         self.envs, self._env_key = envs, key
         return envs
@@ -128,6 +128,7 @@ class Actor:
         # Seeds go in once, when the envs are made; later resets continue their streams.
         batch = envs.reset([config.seed + e for e in config.env_ids] if fresh else None)
         env_ids = np.asarray(config.env_ids, np.int32)
+        action_spec = envs.actions
         log.info("connected to %s: %s, env ids %d..%d", self.config.learner, config.env_id, env_ids[0], env_ids[-1])
         last_log, last_steps = time.monotonic(), self.steps
         actions_read = 0
@@ -143,10 +144,10 @@ class Actor:
                 raise await self._ended(call)
             actions_read += 1
             self.round_trips.record(time.perf_counter() - sent)
-            try:
-                actions = decode_actions(reply, len(ready))
+            try:  # checked before any env sees them: Box values finite, then clipped to the bounds
+                actions = decode_actions(reply, len(ready), action_spec)
             except WireError as e:
-                raise ProtocolError(str(e)) from e
+                raise ConnectionError(f"dropped the stream, its actions are malformed: {e}") from e
             batch = envs.step(actions)
             self.steps += len(ready)
             now = time.monotonic()

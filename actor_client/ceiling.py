@@ -29,7 +29,7 @@ def step_randomly(env_id: str, num_envs: int, seconds: float, warmup_s: float = 
     try:
         envs.reset([seed * 1_000_003 + i for i in range(num_envs)])
         def step() -> float:
-            envs.step(rng.integers(envs.num_actions, size=envs.group_size))
+            envs.step(envs.actions.random(rng, envs.group_size))
             return time.monotonic()
 
         warm_until = time.monotonic() + warmup_s

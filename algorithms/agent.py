@@ -11,6 +11,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import tensorflow as tf
 
+from seedfleet.actions import ActionSpec
 from seedfleet.errors import UsageError
 
 Array = Any  # a NumPy array or a tf.Tensor
@@ -22,7 +23,7 @@ class AgentContext:
 
     obs_shape: tuple[int, ...]
     obs_dtype: np.dtype
-    num_actions: int
+    actions: ActionSpec  # discrete or Box (seedfleet/actions.py)
     seed: int = 0
     max_envs: int = 1024  # env ids the learner serves
     launched_envs: int = 0  # training envs the launcher started with the learner (seedfleet run); 0: not known
@@ -62,7 +63,7 @@ class Agent(Protocol):
 
     batch_size: int  # sequences per learner step
     layout: SequenceLayout
-    num_actions: int  # `act` and `policy` pick actions in [0, num_actions)
+    actions: ActionSpec  # what `act` and `policy` pick: indices in [0, n), or Box values (unclipped)
     extras_spec: dict[str, tuple[tuple[int, ...], np.dtype]]  # per-step outputs of `act` kept in sequences
     # act / policy (obs, reward, first, env_ids, state) -> (actions, extras or outputs, new state):
     # `act` explores as the algorithm trains (sampling, epsilons); `policy` is greedy (eval, export).
@@ -95,7 +96,7 @@ class Unroll(NamedTuple):
     Row t holds what the env returned at t (observation x_t; the reward, termination
     flags and lost life of the transition into x_t; `first` where x_t opens an episode)
     and what the agent did at x_t (action a_t and its `extras`, the per-step outputs of
-    `act` the algorithm keeps: IMPALA's behaviour logits, R2D2's Q values). `state` is the
+    `act` the algorithm keeps: IMPALA's behaviour policy params, R2D2's Q values). `state` is the
     agent state before row 0, [N, ...], whatever the layout of the rows.
     """
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from seedfleet.actions import BOX, DISCRETE, ActionSpec
+from seedfleet.algorithms.distributions import Categorical, DiagGaussian
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.errors import UsageError
 
@@ -262,22 +264,51 @@ class RecurrentTorso(tf.Module):
         return features, new_state
 
 
-class PolicyValueNet(tf.Module):
-    """Actor-critic network for discrete actions: policy logits and a state value."""
+class CategoricalHead(Linear):
+    """The logits of a categorical policy over `actions.num_actions` actions (a small gain:
+    nearly uniform at first)."""
 
-    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int, seed=0,
+    distribution = Categorical
+
+    def __init__(self, n_in: int, actions: ActionSpec, rng: np.random.Generator):
+        super().__init__(n_in, actions.num_actions, 0.01, rng)
+
+
+class GaussianHead(Linear):
+    """[mean, log std] of a diagonal Gaussian over a Box's `actions.size` values: the mean from
+    the features (small gain: near 0 at first), the log std a variable of its own, the same in
+    every state (PPO's MuJoCo setups), starting at 0: std 1."""
+
+    distribution = DiagGaussian
+
+    def __init__(self, n_in: int, actions: ActionSpec, rng: np.random.Generator):
+        super().__init__(n_in, actions.size, 0.01, rng)
+        self.log_std = tf.Variable(tf.zeros([actions.size]), name="log_std")
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        mean = super().__call__(x)
+        return tf.concat([mean, tf.broadcast_to(tf.cast(self.log_std, mean.dtype), tf.shape(mean))], axis=-1)
+
+
+POLICY_HEADS = {DISCRETE: CategoricalHead, BOX: GaussianHead}  # by kind of actions (seedfleet/actions.py)
+
+
+class PolicyValueNet(tf.Module):
+    """Actor-critic network: the policy's distribution parameters and a state value."""
+
+    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], actions: ActionSpec, seed=0,
                  obs_dtype: np.dtype = UINT8):
         super().__init__()
         self.torso = RecurrentTorso(config, obs_shape, seed, obs_dtype=obs_dtype)
-        self.policy = Linear(self.torso.out_size, num_actions, 0.01, self.torso.rng)
+        self.policy = POLICY_HEADS[actions.kind](self.torso.out_size, actions, self.torso.rng)
         self.value = Linear(self.torso.out_size, 1, 1.0, self.torso.rng)
-        self.num_actions = num_actions
+        self.distribution = self.policy.distribution  # reads the policy's params
 
     def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
         return self.torso.initial_state(batch_size)
 
     def __call__(self, obs, first, state: State):
-        """Returns (logits [T, B, A], values [T, B], new_state)."""
+        """Returns (policy params [T, B, P], values [T, B], new_state)."""
         features, new_state = self.torso(obs, first, state)
         return self.policy(features), tf.squeeze(self.value(features), -1), new_state
 

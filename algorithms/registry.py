@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from seedfleet.actions import DISCRETE, ActionSpec
 from seedfleet.algorithms.appo.config import appo_presets
 from seedfleet.algorithms.impala.config import ImpalaConfig, vtrace_presets
 from seedfleet.algorithms.network_config import NetworkConfig
@@ -37,6 +38,13 @@ class Algorithm:
     presets: Callable[[str], Presets]  # env family -> flag defaults, each part for the config it sets
     builder: str  # the module with make_agent and make_trainer (TensorFlow), imported when they are called
     learn_calls_per_sequence: Callable[[Any], float]  # `learn` calls that train on each sequence (replay ratio)
+    action_kinds: tuple[str, ...] = (DISCRETE,)  # the kinds of actions it acts in (seedfleet/actions.py)
+
+    def check_actions(self, env_id: str, actions: ActionSpec) -> None:
+        """UsageError unless this algorithm acts in `env_id`'s kind of actions."""
+        if actions.kind not in self.action_kinds:
+            raise UsageError(f"--algo {self.name} acts in {' or '.join(self.action_kinds)} actions; {env_id} has "
+                             f"{actions.kind} ones, {actions.describe()}")
 
     def make_agent(self, config: AlgoConfig, network: NetworkConfig, context: AgentContext) -> Agent:
         return importlib.import_module(self.builder).make_agent(config, network, context)

@@ -162,8 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         if spec.learner_flags:
             from seedfleet.envs import check_env
 
-            check_env(env, args.env_options)  # an unknown id or option, spaces no algorithm here serves: refused
-            # before TensorFlow loads, as are learner settings that cannot work anywhere
+            # an unknown id or option, spaces seedfleet does not serve or this algorithm does not act in:
+            # refused before TensorFlow loads, as are learner settings that cannot work anywhere
+            algo.check_actions(env, check_env(env, args.env_options))
             next(config for config in configs if isinstance(config, LearnerConfig)).check()
         if spec.tensorflow:
             _load_tensorflow(args.verbose)

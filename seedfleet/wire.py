@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seedfleet.actions import BOX, ActionSpec
 from seedfleet.envs import StepBatch
 from seedfleet.v1 import actor_learner_pb2 as pb
 
-PROTOCOL_VERSION = 2  # 2: Steps.actions_read, lockstep enforced
+PROTOCOL_VERSION = 3  # 2: Steps.actions_read, lockstep enforced; 3: EnvConfig.box_actions, float32 Actions
 STOP_METADATA = "seedfleet-stop"  # trailing metadata of a stream the learner ended on a clean stop: its reason
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -33,12 +34,12 @@ class EnvSpec:
     env_id: str
     obs_shape: tuple[int, ...]
     obs_dtype: np.dtype
-    num_actions: int
+    actions: ActionSpec
 
     @classmethod
     def from_proto(cls, config: pb.EnvConfig) -> EnvSpec:
         return cls(config.env_id, tuple(config.observation.shape), np.dtype(config.observation.dtype),
-                   config.num_actions)
+                   ActionSpec.from_proto(config))
 
 
 class WireError(ValueError):
@@ -65,16 +66,28 @@ def encode_steps(env_ids: np.ndarray, batch: StepBatch, actions_read: int = 0) -
     )
 
 
-def encode_actions(actions: np.ndarray) -> pb.LearnerMessage:
-    return pb.LearnerMessage(actions=pb.Actions(actions=np.asarray(actions, "<i4").tobytes()))
+def encode_actions(actions: np.ndarray, spec: ActionSpec) -> pb.LearnerMessage:
+    """One Actions message: [K] indices or [K, *shape] values, as `spec` holds them."""
+    return pb.LearnerMessage(actions=pb.Actions(actions=np.asarray(actions, spec.dtype).tobytes()))
 
 
-def decode_actions(message: pb.LearnerMessage, num_envs: int) -> np.ndarray:
+def decode_actions(message: pb.LearnerMessage, num_envs: int, spec: ActionSpec) -> np.ndarray:
+    """The actions of one Actions message for `num_envs` envs, checked before any env sees them:
+    the byte count, indices within [0, n), finite values; Box values come back clipped to the
+    bounds ([K, *shape] float32). WireError on a violation."""
     if message.WhichOneof("kind") != "actions":
         raise WireError(f"expected actions, got {message.WhichOneof('kind')}")
-    actions = np.frombuffer(message.actions.actions, "<i4")
-    if actions.shape != (num_envs,):
-        raise WireError(f"expected {num_envs} actions, got {actions.shape[0]}")
+    raw = message.actions.actions
+    expected = num_envs * math.prod(spec.row_shape) * spec.dtype.itemsize
+    if len(raw) != expected:
+        raise WireError(f"actions: expected {expected} bytes for {num_envs} envs' {spec.describe()}, got {len(raw)}")
+    actions = np.frombuffer(raw, spec.dtype).reshape(num_envs, *spec.row_shape)
+    if spec.kind == BOX:
+        if not np.isfinite(actions).all():
+            raise WireError("actions must be finite (got NaN or inf)")
+        return spec.bounded(actions)
+    if num_envs and not (0 <= actions.min() and actions.max() < spec.num_actions):
+        raise WireError(f"actions: an index outside 0..{spec.num_actions - 1}")
     return actions.astype(np.int64)
 
 

@@ -106,7 +106,7 @@ def make_agent(config: LearnerConfig, algo: Algorithm, algo_config: AlgoConfig, 
     launcher starts beside the learner (0: not known)."""
     network = resolve_network(network, device)
     spec = EnvSpec.from_proto(env_config)
-    context = AgentContext(spec.obs_shape, spec.obs_dtype, spec.num_actions, config.seed, config.max_envs,
+    context = AgentContext(spec.obs_shape, spec.obs_dtype, spec.actions, config.seed, config.max_envs,
                            launched_envs, config.max_frames, frame_skip, train_devices)
     return algo.make_agent(algo_config, network, context)
 
@@ -139,6 +139,7 @@ class Learner:
         logdir.mkdir(parents=True, exist_ok=True)
         env_config, frame_skip = env_config_for(config)
         spec = EnvSpec.from_proto(env_config)
+        algo.check_actions(config.env, spec.actions)
         config.check()
         if config.frontends:  # before the agent: a refusal comes at once
             port_security(config)
@@ -151,8 +152,8 @@ class Learner:
                 agent = make_agent(config, algo, algo_config, network, env_config, device, frame_skip,
                                    train_devices, launched_envs)
         resolved = resolve_network(network, device)
-        log.info("%s on %s: obs %s %s, %d actions, device %s, torso %s%s, training on %s", config.algo, config.env,
-                 spec.obs_shape, spec.obs_dtype, spec.num_actions, device, resolved.compute_dtype,
+        log.info("%s on %s: obs %s %s, %s, device %s, torso %s%s, training on %s", config.algo, config.env,
+                 spec.obs_shape, spec.obs_dtype, spec.actions.describe(), device, resolved.compute_dtype,
                  "" if resolved.jit_compile else " (no XLA)", ", ".join(train_devices) or device)
 
         metrics = Metrics(frame_skip)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from seedfleet.actions import ActionSpec
 from seedfleet.algorithms.agent import ROW_FIELDS, Agent, SequenceLayout, Unroll
 from seedfleet.envs import StepBatch
 from seedfleet.stage_clock import StageClock
@@ -34,7 +35,9 @@ class EnvSlots:
         extras_spec: dict[str, tuple[tuple[int, ...], np.dtype]],
         initial_state: Callable[[int], StateArrays],
         clock: StageClock | None = None,
+        actions: ActionSpec | None = None,
     ):
+        """`actions`: what a step's action row holds (None: one int32 index)."""
         self.clock = clock or StageClock()  # record's CPU: env_state and unrolls
         self.rows_per_unroll = layout.rows
         self.overlap = layout.overlap
@@ -46,7 +49,7 @@ class EnvSlots:
             "terminated": np.zeros(shape, bool),
             "truncated": np.zeros(shape, bool),
             "life_lost": np.zeros(shape, bool),
-            "action": np.zeros(shape, np.int32),
+            "action": np.zeros(shape + actions.row_shape, actions.dtype) if actions else np.zeros(shape, np.int32),
         }
         for name, (extra_shape, dtype) in extras_spec.items():
             self.rows[name] = np.zeros(shape + tuple(extra_shape), dtype)
@@ -64,7 +67,7 @@ class EnvSlots:
     def for_agent(cls, capacity: int, agent: Agent, spec: EnvSpec, clock: StageClock | None = None) -> EnvSlots:
         """Slots for `capacity` envs of `spec`, laid out as `agent` trains."""
         return cls(capacity, agent.layout, spec.obs_shape, spec.obs_dtype, agent.extras_spec, agent.initial_state,
-                   clock)
+                   clock, spec.actions)
 
     def reset(self, lo: int, hi: int, evaluation: bool = False, trusted: bool = True) -> None:
         """Forgets envs lo..hi-1: a new actor owns them. Their partial unrolls are dropped."""

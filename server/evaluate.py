@@ -69,8 +69,8 @@ def play(policy: LoadedPolicy, config: EvalConfig) -> tuple[np.ndarray, list[np.
                 actions, _, state = agent.policy(batch.observations, batch.rewards, batch.first, env_ids, state)
             actions = actions.numpy()
             explore = rng.random(n) < config.epsilon
-            actions[explore] = rng.integers(envs.num_actions, size=int(explore.sum()))
-            batch = envs.step(actions)
+            actions[explore] = envs.actions.random(rng, int(explore.sum()))
+            batch = envs.step(envs.actions.bounded(actions))
             running += batch.rewards
             for i in np.flatnonzero(batch.terminated | batch.truncated):
                 if finished[i] < quota[i]:

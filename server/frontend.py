@@ -69,7 +69,7 @@ class RemoteBackend:
         if kind == Kind.OPENED:
             future.set_result(RANGE.unpack(payload))
         elif kind == Kind.ACTIONS:
-            future.set_result(np.frombuffer(payload, "<i4"))
+            future.set_result(np.frombuffer(payload, self.spec.actions.dtype).reshape(-1, *self.spec.actions.row_shape))
         elif kind == Kind.REFUSED:
             future.set_exception(StreamRefused(*read_refused(payload)))
 

@@ -105,7 +105,8 @@ class FrontEnd:
                 del self._steps[key]
             if not future.cancelled():
                 if (error := future.exception()) is None:
-                    self.link.send(message(Kind.ACTIONS, key, future.result().astype("<i4", copy=False).tobytes()))
+                    actions = future.result().astype(self.spec.actions.dtype, copy=False)
+                    self.link.send(message(Kind.ACTIONS, key, actions.tobytes()))
                 else:
                     refused = refusal_of(error)
                     self.link.send(message(Kind.REFUSED, key, refused_payload(refused.code, refused.message)))

@@ -7,7 +7,7 @@ part that differs.
 
 No output an actor or the trainer must not see leaves here: a request whose envs drove
 the policy to a non-finite output (observations of 1e19, say) or to an action outside
-[0, num_actions) is refused whole with `PolicyOutputError`, its envs' rows and state
+[0, n) is refused whole with `PolicyOutputError`, its envs' rows and state
 are left as they were, and the other requests of the batch are served as usual.
 """
 
@@ -89,7 +89,7 @@ class InferenceEngine:
     def _refused_requests(self, actions: np.ndarray, extras: dict[str, np.ndarray], new_state: dict[str, np.ndarray],
                           sizes: list[int]) -> np.ndarray:
         """Per request: does any of its envs have an action out of range or a non-finite output?"""
-        bad = (actions < 0) | (actions >= self.agent.num_actions)
+        bad = self.agent.actions.invalid(actions)
         for value in (*extras.values(), *new_state.values()):
             if np.issubdtype(value.dtype, np.floating):
                 bad |= ~np.isfinite(value.reshape(len(value), -1)).all(axis=1)

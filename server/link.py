@@ -6,7 +6,7 @@ file descriptor. Each message is a 5-byte header (kind u8, stream key u32) and a
     learner -> front end                      front end -> learner
     SETUP    JSON: config, env, address       READY   u32 port, once it listens
     OPENED   u32 lo, u32 hi                   OPEN    u64 run id, u32 envs, u8 eval, u8 trusted + memfd
-    ACTIONS  int32 [K]                        STEPS   u32 K: the stream's memory holds K envs' step
+    ACTIONS  [K] actions in the wire's dtype  STEPS   u32 K: the stream's memory holds K envs' step
     REFUSED  u16 status code + message        CLOSE   the stream is gone
                                               STATS   JSON: the front end's CPU by stage
 

@@ -161,7 +161,7 @@ class LearnerService(pb_grpc.LearnerServicer):
                         log.warning("closing %s: %s", peer, refused.message)
                     await context.abort(refused.code, refused.message)
                 with self.clock.stage("reply"):
-                    reply = encode_actions(actions)
+                    reply = encode_actions(actions, self.spec.actions)
                 replies += 1
                 yield reply
         finally:

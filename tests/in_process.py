@@ -24,7 +24,7 @@ def train(agent, env_id: str, num_envs: int, max_env_steps: int, seed: int = 0, 
     on_batch = on_batch or agent.learn
     envs = make_envs(env_id, num_envs, threads=1)
     slots = EnvSlots(num_envs, agent.layout, envs.observation_shape, envs.observation_dtype, agent.extras_spec,
-                     agent.initial_state)
+                     agent.initial_state, actions=agent.actions)
     queue = UnrollQueue(10 * agent.batch_size, agent.batch_size)
     metrics = Metrics(envs.frame_skip)
     engine = InferenceEngine(agent, slots, queue, metrics, "/CPU:0")

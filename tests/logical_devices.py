@@ -47,6 +47,7 @@ def assert_same(a, b, what: str, atol: float = 0.0) -> None:
 def check_agents(devices: tuple[str, ...]) -> None:
     from test_impala import make_batch
 
+    from seedfleet.actions import ActionSpec
     from seedfleet.algorithms.agent import AgentContext
     from seedfleet.algorithms.impala.agent import ImpalaAgent
     from seedfleet.algorithms.impala.config import ImpalaConfig
@@ -57,14 +58,15 @@ def check_agents(devices: tuple[str, ...]) -> None:
     # The equality is of the sharded math against the unsharded; XLA's compile of the one-device
     # step (the learner's default) is run by every learner test, and here cost 21 s of CPU.
     network = NetworkConfig(jit_compile=False, lstm_size=8)
+    two_actions = ActionSpec.discrete(2)
     makers = {
         "vtrace": lambda d: ImpalaAgent(ImpalaConfig(unroll_length=6, batch_size=4), network,
-                                        AgentContext((3,), np.dtype(np.float32), 2, seed=0, train_devices=d)),
+                                        AgentContext((3,), np.dtype(np.float32), two_actions, seed=0, train_devices=d)),
         "appo-proximal": lambda d: ImpalaAgent(  # pi_prox's forward pass is sharded and put back in order
             ImpalaConfig(unroll_length=6, batch_size=4, epochs=2, minibatches=2, clip_ratio=0.1, proximal_clip=True),
-            network, AgentContext((3,), np.dtype(np.float32), 2, seed=0, train_devices=d)),
+            network, AgentContext((3,), np.dtype(np.float32), two_actions, seed=0, train_devices=d)),
         "r2d2": lambda d: R2D2Agent(R2D2Config(burn_in=2, unroll_length=4, batch_size=4, n_step=2), network,
-                                    AgentContext((3,), np.dtype(np.float32), 2, seed=0, train_devices=d)),
+                                    AgentContext((3,), np.dtype(np.float32), two_actions, seed=0, train_devices=d)),
     }
     for name, make in makers.items():
         one, two = make(()), make(devices)

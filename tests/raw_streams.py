@@ -9,6 +9,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 
+from seedfleet.actions import ActionSpec
 from seedfleet.envs import StepBatch
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
@@ -40,6 +41,9 @@ class RawActor:
     def close(self):
         self.outbox.put(None)
         self.channel.close()
+
+
+CARTPOLE_ACTIONS = ActionSpec.discrete(2)
 
 
 def cartpole_steps(env_ids, nan_reward=False, drop_byte=False, first=False):

@@ -66,7 +66,7 @@ def test_catch_settings_travel_in_the_config():
     assert (wire.family, wire.WhichOneof("settings"), list(wire.observation.shape)) == ("catch", "settings_json",
                                                                                         [12, 6])
     envs = make_envs_from(wire, 2)
-    assert envs.settings == CatchSettings(12, 6) and envs.num_actions == 3 and frame_skip == 1
+    assert envs.settings == CatchSettings(12, 6) and envs.actions.num_actions == 3 and frame_skip == 1
     wire.settings_json = '{"rows": 12, "width": 6}'
     with pytest.raises(ValueError, match="do not fit"):
         make_envs_from(wire, 2)

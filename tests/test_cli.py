@@ -159,7 +159,7 @@ def test_launched_actors_take_their_settings_from_the_launcher_alone(monkeypatch
 
 @pytest.mark.parametrize("args,message", [
     (["learner", "--env", "NoSuchGame-v9"], "env id 'NoSuchGame-v9'"),
-    (["learner", "--env", "Pendulum-v1"], "needs discrete actions"),
+    (["learner", "--env", "Pendulum-v1"], "--algo vtrace acts in discrete actions; Pendulum-v1 has box ones"),
     (["learner", "--epochs", "0"], "epochs and minibatches must be at least 1"),
     (["learner", "--algo", "appo", "--batch-size", "6"], "does not split into 4 minibatches"),
 ])

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from seedfleet.actions import ActionSpec
 from seedfleet.algorithms.agent import AgentContext
 from seedfleet.algorithms.impala import vtrace
 from seedfleet.algorithms.impala.agent import ImpalaAgent
@@ -15,10 +16,13 @@ from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.server.metrics import Metrics, Reporter
 from tests.test_impala import make_batch, time_major
 
+TWO_ACTIONS = ActionSpec.discrete(2)
+
 
 def make_agent(**overrides) -> ImpalaAgent:
     config = ImpalaConfig(**{"unroll_length": 6, "batch_size": 4, **overrides})
-    return ImpalaAgent(config, NetworkConfig(jit_compile=False), AgentContext((3,), np.dtype(np.float32), 2, seed=0))
+    context = AgentContext((3,), np.dtype(np.float32), TWO_ACTIONS, seed=0)
+    return ImpalaAgent(config, NetworkConfig(jit_compile=False), context)
 
 
 def test_approx_kl_and_clip_fraction_follow_their_definitions():
@@ -69,7 +73,7 @@ def test_advantage_moments_are_taken_before_normalisation(normalize):
     rewards, discounts, real = transitions(batch, agent.config)
     actions = batch.action[:-1]
     logp = tf.nn.log_softmax(logits[:-1]).numpy()
-    behaviour = tf.nn.log_softmax(batch.extras["logits"][:-1]).numpy()
+    behaviour = tf.nn.log_softmax(batch.extras["policy"][:-1]).numpy()
     pick = np.take_along_axis
     log_rhos = (pick(logp, actions[..., None], -1) - pick(behaviour, actions[..., None], -1))[..., 0]
     log_rhos = np.where(real.numpy(), log_rhos, -np.inf)
@@ -161,7 +165,7 @@ def test_a_resumed_run_keeps_the_columns_its_progress_file_began_with(tmp_path):
 
 def test_the_learning_rate_decay_counts_learner_steps_whatever_the_passes_and_minibatches():
     agent = ImpalaAgent(ImpalaConfig(unroll_length=6, batch_size=4, epochs=2, minibatches=2, clip_ratio=0.1),
-                        NetworkConfig(jit_compile=False), AgentContext((3,), np.dtype(np.float32), 2, seed=0),
+                        NetworkConfig(jit_compile=False), AgentContext((3,), np.dtype(np.float32), TWO_ACTIONS, seed=0),
                         decay_steps=10)
     batch = _acted(agent, make_batch(np.random.default_rng(6)))
     for _ in range(5):
@@ -199,10 +203,10 @@ def test_the_learning_rate_can_fall_to_0_past_the_frame_budget(monkeypatch):
 
     monkeypatch.setattr(builder, "ImpalaAgent", lambda config, network, context, decay_steps: decay_steps)
     config = ImpalaConfig(unroll_length=10, batch_size=8, learning_rate_decay=True)
-    context = AgentContext((3,), np.dtype(np.float32), 2, seed=0, max_frames=20_000_000, frame_skip=4)
+    context = AgentContext((3,), np.dtype(np.float32), TWO_ACTIONS, seed=0, max_frames=20_000_000, frame_skip=4)
     to_budget = builder.make_agent(config, NetworkConfig(), context)
     longer = builder.make_agent(dataclasses.replace(config, learning_rate_decay_frames=40_000_000), NetworkConfig(),
                                 context)
     assert to_budget == 20_000_000 // (4 * 8 * 10) and longer == 2 * to_budget
     with pytest.raises(ValueError, match="set --max-frames"):
-        builder.make_agent(config, NetworkConfig(), AgentContext((3,), np.dtype(np.float32), 2, seed=0))
+        builder.make_agent(config, NetworkConfig(), AgentContext((3,), np.dtype(np.float32), TWO_ACTIONS, seed=0))

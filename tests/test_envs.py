@@ -31,7 +31,7 @@ def test_atari_batch_sends_single_unclipped_frames():
         batch = envs.reset(seeds=[0, 1])
         assert batch.observations.shape == (2, 84, 84) and batch.observations.dtype == np.uint8
         assert batch.first.all()
-        assert envs.num_actions == 4 and envs.frame_skip == 4
+        assert envs.actions.num_actions == 4 and envs.frame_skip == 4
         rewards = []
         for _ in range(300):  # FIRE and move: Breakout scores bricks worth more than 1 later on
             batch = envs.step(np.array([1, 3]))
@@ -49,7 +49,7 @@ def random_play(env_id: str, steps: int):
         envs.reset(seeds=[0, 1])
         rng = np.random.default_rng(0)
         for _ in range(steps):
-            yield envs.step(rng.integers(0, envs.num_actions, 2))
+            yield envs.step(envs.actions.random(rng, 2))
     finally:
         envs.close()
 
@@ -102,7 +102,7 @@ def test_atari_groups_alternate_and_each_env_opens_with_first():
         done = np.zeros(8, bool)
         rng = np.random.default_rng(0)
         for _ in range(400):
-            batch = envs.step(rng.integers(0, envs.num_actions, 4))
+            batch = envs.step(envs.actions.random(rng, 4))
             ids = envs.ready
             assert len(ids) == 4 and len(set(ids.tolist())) == 4
             fresh = np.array([i not in seen for i in ids])
@@ -139,7 +139,7 @@ def test_env_options_set_the_family_s_settings_over_the_id_s():
     assert minimal.atari.repeat_action_probability == 0.25
     actor_side = make_envs_from(full, 2, threads=1)  # the actor builds what the options made
     try:
-        assert actor_side.num_actions == 18
+        assert actor_side.actions.num_actions == 18
     finally:
         actor_side.close()
     for options, message in (("full_action_space=maybe", "a bool is expected"),

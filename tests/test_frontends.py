@@ -21,8 +21,9 @@ import grpc
 import numpy as np
 import pytest
 from conftest import Proc, seedfleet, start_learner
-from raw_streams import RawActor, cartpole_steps, children
+from raw_streams import CARTPOLE_ACTIONS, RawActor, cartpole_steps, children
 
+from seedfleet.actions import ActionSpec
 from seedfleet.envs import StepBatch
 from seedfleet.server.backend import StepRequest
 from seedfleet.server.link import Kind, LinkEnd, StepMemory, message
@@ -48,7 +49,7 @@ def test_a_front_end_imports_no_tensorflow():
 
 
 def test_a_step_crosses_the_shared_memory_whole_and_in_place():
-    spec = EnvSpec("x", (2, 3), np.dtype(np.uint8), 4)
+    spec = EnvSpec("x", (2, 3), np.dtype(np.uint8), ActionSpec.discrete(4))
     written, fd = StepMemory.create(5, spec)
     read = StepMemory.attach(fd, 5, spec)  # as the learner maps what the front end sent
     rng = np.random.default_rng(0)
@@ -73,7 +74,7 @@ def test_streams_spread_over_front_ends_and_a_killed_one_takes_only_its_own_stre
     ranges = [tuple(actor.config.env_ids) for actor in actors]
     assert len(set(np.concatenate(ranges))) == 32  # disjoint env ids, from the one allocator
     for actor, ids in zip(actors, ranges, strict=True):
-        assert set(decode_actions(actor.send(cartpole_steps(list(ids), first=True)), 2)) <= {0, 1}
+        assert set(decode_actions(actor.send(cartpole_steps(list(ids), first=True)), 2, CARTPOLE_ACTIONS)) <= {0, 1}
     connected = [line for line in learner.lines if "actor connected" in line]
     by_front_end = {index: sum(f"seedfleet.frontend-{index} " in line for line in connected) for index in (0, 1)}
     assert sum(by_front_end.values()) == 16 and min(by_front_end.values()) > 0, by_front_end  # 2^-15 to fail
@@ -98,7 +99,7 @@ def test_streams_spread_over_front_ends_and_a_killed_one_takes_only_its_own_stre
     learner.wait_for(r"front end 0 exited \(code -9\)", timeout=10, start=start)
     wait_until(lambda: len(front_ends(learner.popen.pid)) == 2, 30, "the front end is started again")
     for actor, ids in kept:  # the other front end's streams never noticed
-        assert len(decode_actions(actor.send(cartpole_steps(list(ids))), 2)) == 2
+        assert len(decode_actions(actor.send(cartpole_steps(list(ids))), 2, CARTPOLE_ACTIONS)) == 2
     for actor, ids in lost:  # the lost streams' envs were freed: a returning actor gets them back
         actor.close()
         again = RawActor(address, num_envs=2, run_id=1000 + ranges.index(ids), own_connection=True)

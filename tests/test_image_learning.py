@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 from in_process import train
 
+from seedfleet.actions import ActionSpec
 from seedfleet.algorithms.agent import AgentContext
 from seedfleet.algorithms.impala.agent import ImpalaAgent
 from seedfleet.algorithms.impala.config import ImpalaConfig
@@ -27,7 +28,7 @@ def dot_agent(frame_stack: int, lstm_size: int = 0, **config) -> ImpalaAgent:
     settings = dict(unroll_length=8, batch_size=8, learning_rate=3e-3)
     settings.update(config)
     return ImpalaAgent(ImpalaConfig(**settings), NetworkConfig(frame_stack=frame_stack, lstm_size=lstm_size),
-                       AgentContext((36, 36), np.dtype(np.uint8), 2, seed=0))
+                       AgentContext((36, 36), np.dtype(np.uint8), ActionSpec.discrete(2), seed=0))
 
 
 STACKED_SOLVES_BY = 40_000  # env steps the stacked agent took to the stop (seeds 0 and 1, 16 or 32 envs)
@@ -61,7 +62,7 @@ def test_trainer_recomputes_the_behaviour_logits(lstm_size):
         obs = tf.transpose(batch.observation, [1, 0, 2, 3])
         first = tf.transpose(batch.first, [1, 0])
         logits, _, _ = agent.net(obs, first, batch.state)
-        behaviour = np.transpose(batch.extras["logits"], [1, 0, 2])
+        behaviour = np.transpose(batch.extras["policy"], [1, 0, 2])
         assert np.ptp(behaviour) > 1.0  # the test can see a mismatch
         log_softmax = tf.nn.log_softmax
         np.testing.assert_allclose(log_softmax(logits).numpy(), log_softmax(behaviour).numpy(), atol=1e-4)

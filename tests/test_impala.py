@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from seedfleet.actions import ActionSpec
 from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import AgentContext, Unroll
+from seedfleet.algorithms.impala import vtrace
 from seedfleet.algorithms.impala.agent import ImpalaAgent
 from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.impala.loss import (
@@ -16,6 +18,8 @@ from seedfleet.algorithms.impala.loss import (
     transitions,
 )
 from seedfleet.algorithms.network_config import NetworkConfig
+
+TWO_ACTIONS = ActionSpec.discrete(2)
 
 
 def make_batch(rng, T=6, B=4, obs_dim=3, num_actions=2):
@@ -36,7 +40,7 @@ def make_batch(rng, T=6, B=4, obs_dim=3, num_actions=2):
         truncated=truncated,
         life_lost=np.zeros((B, T + 1), bool),
         action=rng.integers(0, num_actions, (B, T + 1)).astype(np.int32),
-        extras={"logits": rng.normal(size=(B, T + 1, num_actions)).astype(np.float32),
+        extras={"policy": rng.normal(size=(B, T + 1, num_actions)).astype(np.float32),
                 "policy_version": np.zeros((B, T + 1), np.int64)},
         state={},
     )
@@ -48,7 +52,7 @@ def time_major(batch):
 
 def make_agent(**overrides):
     config = ImpalaConfig(unroll_length=6, batch_size=4, **overrides)
-    return ImpalaAgent(config, NetworkConfig(), AgentContext((3,), np.dtype(np.float32), 2, seed=0))
+    return ImpalaAgent(config, NetworkConfig(), AgentContext((3,), np.dtype(np.float32), TWO_ACTIONS, seed=0))
 
 
 def test_termination_stops_bootstrapping_truncation_bootstraps_resets_are_cut():
@@ -63,6 +67,39 @@ def test_termination_stops_bootstrapping_truncation_bootstraps_resets_are_cut():
     assert discounts[3, 1] == 0.0 and not real[3, 1]
     assert real.sum() == real.size - 2
     np.testing.assert_allclose(rewards.numpy(), batch.reward[1:])
+
+
+def test_on_policy_targets_bootstrap_a_truncation_from_its_last_observation_and_a_termination_from_nothing():
+    """The loss's value targets on an on-policy batch (rho = 1, lambda = 1) against a NumPy loop
+    over each episode's rewards: at a time limit the return goes on as gamma V(last observation),
+    at a termination it stops, and nothing crosses into the episode after either."""
+    rng = np.random.default_rng(5)
+    gamma, T = 0.9, 6
+    batch = make_batch(rng, T=T)
+    config = ImpalaConfig(discount=gamma, reward_clip=0.0)
+    tm = time_major(batch)
+    rewards, discounts, real = transitions(tm, config)
+    values = rng.normal(size=(T + 1, 4)).astype(np.float32)
+    log_rhos = np.where(real.numpy(), 0.0, -np.inf).astype(np.float32)
+    targets = vtrace.from_importance_weights(log_rhos, discounts, rewards, values[:-1], values[-1],
+                                             clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0, lambda_=1.0)
+    for b in range(4):
+        for s in range(T):
+            if batch.first[b, s + 1]:  # s -> s+1 is no transition: the target is V(x_s) itself
+                expected = values[s, b]
+            else:
+                expected, weight, t = 0.0, 1.0, s
+                while True:  # sum rewards along the episode until it ends or the unroll does
+                    expected += weight * batch.reward[b, t + 1]
+                    if batch.terminated[b, t + 1]:
+                        break
+                    if batch.truncated[b, t + 1] or t + 1 == T:  # bootstrap from the last observation
+                        expected += weight * gamma * values[t + 1, b]
+                        break
+                    weight *= gamma
+                    t += 1
+            assert targets.vs.numpy()[s, b] == pytest.approx(expected, rel=1e-5, abs=1e-5), (s, b)
+    assert batch.truncated[2, 2] and batch.terminated[1, 3]  # the batch holds one of each
 
 
 def test_a_lost_life_is_terminal_for_training_only_when_asked():
@@ -125,8 +162,8 @@ def test_act_samples_valid_actions_and_returns_logits():
     obs = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
     actions, extras, state = agent.act(obs, np.zeros(5, np.float32), np.ones(5, bool), np.arange(5, dtype=np.int32), {})
     assert actions.shape == (5,) and set(actions.numpy()) <= {0, 1}
-    assert extras["logits"].shape == (5, 2)
-    assert tf.reduce_all(tf.math.is_finite(extras["logits"]))
+    assert extras["policy"].shape == (5, 2)
+    assert tf.reduce_all(tf.math.is_finite(extras["policy"]))
 
 
 def test_state_information_is_the_mutual_information_of_state_and_action_over_the_batch():
@@ -178,7 +215,7 @@ def _on_policy(agent, batch):
     """The batch as if acted by `agent`'s current parameters (pi = mu)."""
     tm = time_major(batch)
     logits, _, _ = agent.net(tm.observation, tm.first, {})
-    return batch._replace(extras={**batch.extras, "logits": np.swapaxes(logits.numpy(), 0, 1)})
+    return batch._replace(extras={**batch.extras, "policy": np.swapaxes(logits.numpy(), 0, 1)})
 
 
 def test_the_clipped_surrogate_on_policy_has_impalas_gradient():
@@ -230,9 +267,9 @@ def test_the_proximal_clip_starts_each_learner_step_with_impalas_gradient_whatev
     clip against mu would have silenced the transitions whose ratio is past 1 +- eps."""
     impala, proximal = make_agent(), make_agent(clip_ratio=0.1, proximal_clip=True)
     stale = make_batch(np.random.default_rng(9))  # behaviour logits unrelated to the network's
-    np.testing.assert_allclose(proximal._proximal_logits(stale), _on_policy(proximal, stale).extras["logits"],
+    np.testing.assert_allclose(proximal._proximal_policy(stale), _on_policy(proximal, stale).extras["policy"],
                                rtol=1e-5, atol=1e-6)
-    batch = stale._replace(extras={**stale.extras, "proximal_logits": proximal._proximal_logits(stale)})
+    batch = stale._replace(extras={**stale.extras, "proximal_policy": proximal._proximal_policy(stale)})
     for a, b in zip(_gradients(impala, batch), _gradients(proximal, batch), strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
     coupled = make_agent(clip_ratio=0.1)
@@ -257,7 +294,7 @@ def test_epochs_take_several_steps_per_batch_and_stretch_the_learning_rate_decay
     np.testing.assert_allclose(metrics["policy/mean_rho"], 1.0, rtol=1e-5)  # the first step: pi = mu
     assert abs(metrics["policy/last_epoch_mean_rho"] - 1.0) > 1e-4  # two steps later pi has moved
     decaying = ImpalaAgent(ImpalaConfig(unroll_length=6, batch_size=4, epochs=3), NetworkConfig(),
-                           AgentContext((3,), np.dtype(np.float32), 2, seed=0), decay_steps=10)
+                           AgentContext((3,), np.dtype(np.float32), TWO_ACTIONS, seed=0), decay_steps=10)
     for _ in range(5):
         decaying.learn(batch)
     # 5 of 10 learner steps: half the step size is left, though the optimizer took 15 steps

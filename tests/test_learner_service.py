@@ -6,7 +6,7 @@ import time
 import grpc
 import pytest
 from conftest import Proc, seedfleet, start_learner
-from raw_streams import RawActor, cartpole_steps, tree_rss_mib
+from raw_streams import CARTPOLE_ACTIONS, RawActor, cartpole_steps, tree_rss_mib
 
 from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.v1 import actor_learner_pb2_grpc as pb_grpc
@@ -44,7 +44,7 @@ def test_a_raw_stream_gets_actions_for_its_envs(learner):
     assert len(ids) == 3 and actor.config.env_id == "CartPole-v1"
     assert tuple(actor.config.observation.shape) == (4,) and actor.config.num_actions == 2
     for t in range(5):
-        actions = decode_actions(actor.send(cartpole_steps(ids, first=(t == 0))), 3)
+        actions = decode_actions(actor.send(cartpole_steps(ids, first=(t == 0))), 3, CARTPOLE_ACTIONS)
         assert set(actions) <= {0, 1}
     actor.close()
 
@@ -161,7 +161,7 @@ def test_a_stream_that_runs_ahead_of_its_actions_is_refused_and_its_envs_freed(p
     ids = list(flooder.config.env_ids)
     for t in range(20):  # Steps after Steps, no reply read: each says 0 actions read
         flooder.outbox.put(cartpole_steps(ids, first=t == 0))
-    decode_actions(next(flooder.replies), 8)  # the first is in lockstep and answered
+    decode_actions(next(flooder.replies), 8, CARTPOLE_ACTIONS)  # the first is in lockstep and answered
     with pytest.raises(grpc.RpcError) as error:
         next(flooder.replies)
     assert error.value.code() == grpc.StatusCode.FAILED_PRECONDITION

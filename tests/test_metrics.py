@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from seedfleet.actions import ActionSpec
 from seedfleet.algorithms.agent import AgentContext
 from seedfleet.algorithms.impala.agent import ImpalaAgent
 from seedfleet.algorithms.impala.config import ImpalaConfig
@@ -23,7 +24,7 @@ from seedfleet.stage_clock import StageClock
 
 def test_evaluation_envs_steps_are_counted_apart_from_the_frame_budget():
     agent = ImpalaAgent(ImpalaConfig(unroll_length=4, batch_size=2), NetworkConfig(jit_compile=False),
-                        AgentContext((4,), np.dtype(np.float32), 2, seed=0))
+                        AgentContext((4,), np.dtype(np.float32), ActionSpec.discrete(2), seed=0))
     slots = EnvSlots(8, agent.layout, (4,), np.dtype(np.float32), agent.extras_spec, agent.initial_state)
     metrics = Metrics(frame_skip=4)
     engine = InferenceEngine(agent, slots, UnrollQueue(16, 2), metrics, "/CPU:0")

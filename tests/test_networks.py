@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from seedfleet.actions import ActionSpec
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import PolicyValueNet, stack_frames
 
@@ -39,7 +40,7 @@ def test_stack_frames_matches_a_loop_across_episode_starts(frame_shape):
 
 
 def _run_both_ways(config, obs_shape, obs, first):
-    net = PolicyValueNet(config, obs_shape, num_actions=3, seed=1)
+    net = PolicyValueNet(config, obs_shape, ActionSpec.discrete(3), seed=1)
     T, B = first.shape
     state0 = net.initial_state(B)
     logits, values, final = net(tf.constant(obs), tf.constant(first), state0)
@@ -71,7 +72,7 @@ def test_lstm_state_resets_where_an_episode_opens():
     T, B = 4, 1
     obs = rng.normal(size=(T, B, 4)).astype(np.float32)
     first = np.array([[True], [False], [True], [False]])
-    net = PolicyValueNet(NetworkConfig(lstm_size=8), (4,), 2, seed=0)
+    net = PolicyValueNet(NetworkConfig(lstm_size=8), (4,), ActionSpec.discrete(2), seed=0)
     logits, _, _ = net(tf.constant(obs), tf.constant(first), net.initial_state(B))
     # rows 2..3 start from a zero state, like rows 0..1 would with the same inputs
     again, _, _ = net(tf.constant(obs[2:]), tf.constant(first[2:]), net.initial_state(B))
@@ -83,7 +84,8 @@ def test_bfloat16_torso_stays_close_to_float32():
     rng = np.random.default_rng(2)
     obs = tf.constant(rng.integers(0, 255, (2, 3, 84, 84), dtype=np.uint8))
     first = tf.constant(np.zeros((2, 3), bool))
-    nets = [PolicyValueNet(NetworkConfig(compute_dtype=d), (84, 84), 4, seed=5) for d in ("float32", "bfloat16")]
+    four = ActionSpec.discrete(4)
+    nets = [PolicyValueNet(NetworkConfig(compute_dtype=d), (84, 84), four, seed=5) for d in ("float32", "bfloat16")]
     (l32, v32, _), (l16, v16, _) = (net(obs, first, net.initial_state(3)) for net in nets)
     assert l16.dtype == tf.float32 and v16.dtype == tf.float32
     np.testing.assert_allclose(v16.numpy(), v32.numpy(), rtol=0.05, atol=0.05)
@@ -102,7 +104,7 @@ def test_pool_torso_sees_cell_means_of_the_stack(obs_shape):
     first[0] = True
     config = NetworkConfig(torso="pool", frame_stack=4 if len(obs_shape) == 2 else 1)
     _run_both_ways(config, obs_shape, obs, first)
-    net = PolicyValueNet(config, obs_shape, num_actions=3, seed=1)
+    net = PolicyValueNet(config, obs_shape, ActionSpec.discrete(3), seed=1)
     features = lambda o: net.torso(tf.constant(o), tf.constant(first), net.initial_state(B))[0].numpy()  # noqa: E731
     base = features(obs)
     assert base.shape == (T, B, 16)
@@ -118,7 +120,7 @@ def test_pool_torso_sees_cell_means_of_the_stack(obs_shape):
 
 def test_nature_half_torso_has_natures_layers_at_half_the_width():
     config = NetworkConfig(torso="nature_half", frame_stack=4)
-    net = PolicyValueNet(config, (84, 84), 6, seed=0)
+    net = PolicyValueNet(config, (84, 84), ActionSpec.discrete(6), seed=0)
     shapes = [tuple(conv.w.shape) for conv in net.torso.torso.convs]
     assert shapes == [(8, 8, 4, 16), (4, 4, 16, 32), (3, 3, 32, 32)]
     assert tuple(net.torso.torso.fc.w.shape) == (7 * 7 * 32, 256)

@@ -5,6 +5,7 @@ actor, the slots or the trainer."""
 import numpy as np
 import tensorflow as tf
 
+from seedfleet.actions import ActionSpec
 from seedfleet.algorithms.agent import AgentContext, Unroll
 from seedfleet.algorithms.impala.agent import ImpalaAgent
 from seedfleet.algorithms.impala.config import ImpalaConfig
@@ -19,7 +20,7 @@ from seedfleet.server.unroll_queue import UnrollQueue
 
 class PolicyPoisonedByInf:
     """The real agent, except that an infinite observation gives NaN logits and action
-    `num_actions`, as sampling from NaN logits does. Whether the network itself gets there
+    n (one past the last), as sampling from NaN logits does. Whether the network itself gets there
     depends on the CPU: oneDNN's AVX-512 ReLU maps NaN to 0 and the logits stay finite, its
     AVX2 one passes NaN on. The engine must refuse such outputs on any hardware."""
 
@@ -32,15 +33,15 @@ class PolicyPoisonedByInf:
     def act(self, observations, rewards, first, env_ids, state):
         actions, extras, new_state = self.agent.act(observations, rewards, first, env_ids, state)
         poisoned = ~np.isfinite(observations).all(axis=1)
-        logits = np.where(poisoned[:, None], np.nan, extras["logits"].numpy())
-        actions = np.where(poisoned, self.agent.num_actions, actions.numpy())
-        return tf.constant(actions), {**extras, "logits": tf.constant(logits)}, new_state
+        logits = np.where(poisoned[:, None], np.nan, extras["policy"].numpy())
+        actions = np.where(poisoned, self.agent.actions.num_actions, actions.numpy())
+        return tf.constant(actions), {**extras, "policy": tf.constant(logits)}, new_state
 
 
 def make_engine():
     agent = PolicyPoisonedByInf(ImpalaAgent(ImpalaConfig(unroll_length=2, batch_size=1),
                                             NetworkConfig(jit_compile=False),
-                                            AgentContext((4,), np.dtype(np.float32), 2, seed=0)))
+                                            AgentContext((4,), np.dtype(np.float32), ActionSpec.discrete(2), seed=0)))
     slots = EnvSlots(8, agent.layout, (4,), np.dtype(np.float32), agent.extras_spec, agent.initial_state)
     queue = UnrollQueue(64, 1)
     engine = InferenceEngine(agent, slots, queue, Metrics(frame_skip=1), "/CPU:0")
@@ -68,20 +69,20 @@ def test_a_poisoned_request_is_refused_and_the_rest_of_its_batch_served():
     assert engine.slots.length[[3, 4]].tolist() == [0, 0]  # no row of theirs was kept
     assert engine.metrics.refused_steps == 6 and engine.metrics.env_steps == 12
     batch = queue.get_chunk(0.1)
-    assert batch is not None and np.isfinite(batch.extras["logits"]).all()
+    assert batch is not None and np.isfinite(batch.extras["policy"]).all()
     only_poison = engine.process([poisoned])
     assert len(only_poison) == 1 and isinstance(only_poison[0], PolicyOutputError)
 
 
 def test_a_non_finite_loss_leaves_the_variables_and_the_optimizer_as_they_were():
     agent = ImpalaAgent(ImpalaConfig(unroll_length=2, batch_size=2, reward_clip=0.0), NetworkConfig(jit_compile=False),
-                        AgentContext((4,), np.dtype(np.float32), 2, seed=0))
+                        AgentContext((4,), np.dtype(np.float32), ActionSpec.discrete(2), seed=0))
     rng = np.random.default_rng(0)
     rows = (2, 3)
     batch = Unroll(observation=rng.normal(size=(*rows, 4)).astype(np.float32), first=np.zeros(rows, bool),
                    reward=np.full(rows, np.nan, np.float32), terminated=np.zeros(rows, bool),
                    truncated=np.zeros(rows, bool), life_lost=np.zeros(rows, bool),
-                   action=np.zeros(rows, np.int32), extras={"logits": np.zeros((*rows, 2), np.float32),
+                   action=np.zeros(rows, np.int32), extras={"policy": np.zeros((*rows, 2), np.float32),
                                                               "policy_version": np.zeros(rows, np.int64)},
                    state={})
     before = [v.numpy().copy() for v in agent.net.trainable_variables]

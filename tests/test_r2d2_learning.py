@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from seedfleet.actions import ActionSpec
 from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import Unroll
 from seedfleet.algorithms.network_config import NetworkConfig
@@ -131,7 +132,7 @@ def test_acting_is_epsilon_greedy_per_env_and_remembers_the_action():
     from seedfleet.algorithms.r2d2.agent import R2D2Agent
 
     agent = R2D2Agent(R2D2Config(burn_in=2, unroll_length=4), NetworkConfig(mlp_sizes=(8,), lstm_size=4),
-                      AgentContext((4,), np.dtype(np.float32), A, seed=0, max_envs=4))
+                      AgentContext((4,), np.dtype(np.float32), ActionSpec.discrete(A), seed=0, max_envs=4))
     agent.set_epsilons(np.array([0.0, 1.0], np.float32))  # ids 2, 3 keep the last rate: 1.0
     obs = np.random.default_rng(0).normal(size=(2, 4)).astype(np.float32)
     state = agent.initial_state(2)

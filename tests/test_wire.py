@@ -3,7 +3,10 @@
 import numpy as np
 import pytest
 
+from seedfleet.actions import ActionSpec, action_spec_of
 from seedfleet.envs import StepBatch
+from seedfleet.errors import UsageError
+from seedfleet.v1 import actor_learner_pb2 as pb
 from seedfleet.wire import WireError, decode_actions, decode_steps, encode_actions, encode_steps
 
 SHAPE = (2, 3)
@@ -29,7 +32,8 @@ def test_round_trip():
     np.testing.assert_array_equal(ids, [12, 10, 11])
     for field in ("observations", "rewards", "terminated", "truncated", "first"):
         np.testing.assert_array_equal(getattr(out, field), getattr(batch, field))
-    np.testing.assert_array_equal(decode_actions(encode_actions(np.array([4, 0, 1])), 3), [4, 0, 1])
+    five = ActionSpec.discrete(5)
+    np.testing.assert_array_equal(decode_actions(encode_actions(np.array([4, 0, 1]), five), 3, five), [4, 0, 1])
     assert not out.life_lost.any() and encode_steps(np.array([12, 10, 11]), batch).steps.life_lost == b""
 
 
@@ -111,7 +115,8 @@ def test_each_family_describes_its_envs_and_an_actor_builds_the_same_from_the_wi
         assert frame_skip == (4 if family == "ale" else 1)
         envs = make_envs_from(wire, 2, threads=1)
         try:
-            assert envs.observation_shape == tuple(wire.observation.shape) and envs.num_actions == wire.num_actions
+            assert envs.observation_shape == tuple(wire.observation.shape)
+            assert envs.actions.equals(ActionSpec.from_proto(wire))
         finally:
             envs.close()
         old = pb.EnvConfig.FromString(wire.SerializeToString())
@@ -122,3 +127,50 @@ def test_each_family_describes_its_envs_and_an_actor_builds_the_same_from_the_wi
     with pytest.raises(ValueError, match="not known here"):
         family_of(pb.EnvConfig(env_id="X-v0", family="no-such-family"))
 
+
+
+BOX = ActionSpec.box((2, 2), [[-1, -2], [0, -1]], [[1, 2], [3, 1]])
+
+
+def test_box_actions_travel_in_the_config_and_come_back_clipped_to_their_bounds():
+    config = pb.EnvConfig(env_id="x")
+    BOX.to_proto(config)
+    config = pb.EnvConfig.FromString(config.SerializeToString())
+    spec = ActionSpec.from_proto(config)
+    assert spec.equals(BOX) and config.num_actions == 0 and spec.dtype == np.dtype("<f4")
+    drawn = np.array([[[0.5, -3.0], [4.0, 0.25]], [[-1.5, 2.5], [1.0, -0.5]]], np.float32)
+    got = decode_actions(encode_actions(drawn, spec), 2, spec)
+    expected = np.empty_like(drawn)  # clipped value by value, as the env's bounds say
+    for e in range(2):
+        for i in range(2):
+            for j in range(2):
+                expected[e, i, j] = min(max(drawn[e, i, j], BOX.low[i, j]), BOX.high[i, j])
+    np.testing.assert_array_equal(got, expected)
+    assert got.shape == (2, 2, 2) and got.dtype == np.float32
+
+
+@pytest.mark.parametrize("actions,spec,message", [
+    (np.array([[0.0, np.nan, 0.0, 0.0]], np.float32), BOX, "must be finite"),
+    (np.array([[0.0, np.inf, 0.0, 0.0]], np.float32), BOX, "must be finite"),
+    (np.zeros((1, 3), np.float32), BOX, "expected 16 bytes"),
+    (np.array([2], np.int32), ActionSpec.discrete(2), "outside 0..1"),
+    (np.array([-1], np.int32), ActionSpec.discrete(2), "outside 0..1"),
+    (np.array([1, 0], np.int32), ActionSpec.discrete(2), "expected 4 bytes"),
+])
+def test_actions_that_no_env_may_see_are_refused(actions, spec, message):
+    reply = pb.LearnerMessage(actions=pb.Actions(actions=actions.tobytes()))
+    with pytest.raises(WireError, match=message):
+        decode_actions(reply, 1, spec)
+
+
+def test_action_spaces_seedfleet_cannot_clip_or_index_are_one_clear_error():
+    import gymnasium as gym
+
+    assert action_spec_of("x", gym.spaces.Discrete(3)).num_actions == 3
+    assert action_spec_of("x", gym.spaces.Box(-2.0, 2.0, (1,))).describe() == "Box[1] in [-2, 2]"
+    for space, message in ((gym.spaces.Box(-np.inf, np.inf, (2,)), "needs finite bounds"),
+                           (gym.spaces.Discrete(3, start=1), "must start at 0"),
+                           (gym.spaces.Box(-1.0, 1.0, (2, 2)), "must be one vector"),
+                           (gym.spaces.MultiDiscrete([2, 3]), "acts in Discrete spaces and float Box")):
+        with pytest.raises(UsageError, match=message):
+            action_spec_of("x", space)

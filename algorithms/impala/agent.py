@@ -36,25 +36,27 @@ class ImpalaAgent(tf.Module):
         self.updates_per_batch = config.epochs * config.minibatches
         self.devices = DataParallel(env.train_devices, config.batch_size // config.minibatches)
         with self.devices.scope():
-            self.net = PolicyValueNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
+            self.net = PolicyValueNet(network, env.obs_shape, env.actions, env.seed, env.obs_dtype)
             self.optimizer = optim.build(
                 optim.make_optimizer(config.optimizer, config.learning_rate, config.optimizer_epsilon,
                                      decay_steps * self.updates_per_batch, config.rmsprop_decay),
                 self.net.trainable_variables,
             )
         self.layout = SequenceLayout(config.unroll_length, overlap=1)
-        self.num_actions = env.num_actions
+        self.actions = env.actions
         self.batch_size = config.batch_size
         self._rng = np.random.default_rng(env.seed)  # the order of each pass's minibatches
-        # Per-step outputs of `act` that unrolls keep beside the action: the behaviour logits,
-        # and the optimizer's update count at acting time (the policy lag, measured in training).
-        self.extras_spec = {"logits": ((env.num_actions,), np.dtype(np.float32)),
+        # Per-step outputs of `act` that unrolls keep beside the action: the behaviour policy's
+        # params (algorithms/distributions.py), and the optimizer's update count at acting time
+        # (the policy lag, measured in training).
+        params = self.net.distribution.params_size(env.actions.size)
+        self.extras_spec = {"policy": ((params,), np.dtype(np.float32)),
                             "policy_version": ((), np.dtype(np.int64))}
         signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
         self.act = tf.function(self._act, input_signature=signature)
         self.policy = tf.function(self._policy, input_signature=signature)
         self._step, self._gradients = self.devices.compile(self._update, self._shard_gradients, network.jit_compile)
-        self._logits = tf.function(lambda shards: self.devices.run(self._shard_logits, shards))
+        self._params = tf.function(lambda shards: self.devices.run(self._shard_params, shards))
 
     def learn(self, batch: Unroll) -> dict[str, float]:
         """`epochs` passes over a batch of unrolls given batch-major ([B, T+1, ...]), each cut
@@ -68,7 +70,7 @@ class ImpalaAgent(tf.Module):
         and "skipped_steps" counts the steps of all passes left out for a non-finite gradient.
         """
         if self.config.proximal_clip:
-            batch = batch._replace(extras={**batch.extras, "proximal_logits": self._proximal_logits(batch)})
+            batch = batch._replace(extras={**batch.extras, "proximal_policy": self._proximal_policy(batch)})
         passes = []
         for _ in range(self.config.epochs):
             order = self._rng.permutation(batch.size)
@@ -100,35 +102,39 @@ class ImpalaAgent(tf.Module):
         """Env ids lo..hi-1 have a new owner; every env acts from the same policy, so nothing to do."""
 
     def _act(self, obs, reward, first, env_ids, state):
-        """One step for a batch of envs: actions sampled from pi, logits kept for V-trace."""
+        """One step for a batch of envs: actions sampled from pi, its params kept for V-trace
+        (a Gaussian's sample unclipped: the actor clips it to the env's bounds)."""
         del reward, env_ids  # every env follows the same stochastic policy
-        logits, _, new_state = self.net(obs[None], first[None], state)
-        logits = logits[0]
-        actions = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]
-        version = tf.fill(tf.shape(actions), tf.cast(self.optimizer.iterations, tf.int64))
-        return actions, {"logits": logits, "policy_version": version}, new_state
+        params, _, new_state = self.net(obs[None], first[None], state)
+        params = tf.cast(params[0], tf.float32)
+        actions = self.net.distribution(params).sample()
+        version = tf.fill(tf.shape(actions)[:1], tf.cast(self.optimizer.iterations, tf.int64))
+        return actions, {"policy": params, "policy_version": version}, new_state
 
     def _policy(self, obs, reward, first, env_ids, state):
-        """The greedy policy (evaluation, export): the most likely action; returns (actions, logits, state)."""
+        """The greedy policy (evaluation, export): the most likely action (a Gaussian's mean,
+        clipped to the env's bounds as the actor would); returns (actions, policy params, state)."""
         del reward, env_ids
-        logits, _, new_state = self.net(obs[None], first[None], state)
-        return tf.argmax(logits[0], axis=-1, output_type=tf.int32), logits[0], new_state
+        params, _, new_state = self.net(obs[None], first[None], state)
+        params = tf.cast(params[0], tf.float32)
+        actions = tf.clip_by_value(self.net.distribution(params).mode(), self.actions.low, self.actions.high)
+        return actions, params, new_state
 
-    def _proximal_logits(self, batch: Unroll) -> np.ndarray:
-        """pi_prox of `proximal_clip`: the learner's logits on every row of the batch as this
-        learner step begins, [B, T+1, A]; a minibatch at a time, the shapes its steps take.
+    def _proximal_policy(self, batch: Unroll) -> np.ndarray:
+        """pi_prox of `proximal_clip`: the learner's policy params on every row of the batch as
+        this learner step begins, [B, T+1, P]; a minibatch at a time, the shapes its steps take.
         One more forward pass per batch: about a twelfth of 4 passes' forward and backward."""
         parts = []
         for rows in np.array_split(np.arange(batch.size), self.config.minibatches):
             shards = self.devices.shard(batch.map(lambda v, rows=rows: v[rows]))
-            parts.append(np.asarray(self.devices.concat(self._logits(shards))))
+            parts.append(np.asarray(self.devices.concat(self._params(shards))))
         return np.concatenate(parts)
 
-    def _shard_logits(self, batch: Unroll) -> tf.Tensor:
-        """The learner's logits on one device's batch-major shard, batch-major [B, T+1, A]."""
+    def _shard_params(self, batch: Unroll) -> tf.Tensor:
+        """The learner's policy params on one device's batch-major shard, batch-major [B, T+1, P]."""
         batch = time_major(batch)
-        logits, _, _ = self.net(batch.observation, batch.first, batch.state)
-        return tf.transpose(tf.cast(logits, tf.float32), [1, 0, 2])
+        params, _, _ = self.net(batch.observation, batch.first, batch.state)
+        return tf.transpose(tf.cast(params, tf.float32), [1, 0, 2])
 
     def _shard_gradients(self, batch: Unroll) -> tuple[list[tf.Tensor], dict]:
         """The loss's gradients and metrics on one device's batch-major shard, with the policy

@@ -5,7 +5,7 @@ unrolls of T + 1 steps come back to `ImpalaAgent.learn` in batches.
 
 An unroll row t holds what the env returned at t (observation x_t, the reward and
 termination flags of the transition into x_t, `first` where x_t opens an episode) and
-what the agent did at x_t (action a_t, behaviour logits). The transition t -> t+1 thus
+what the agent did at x_t (action a_t, the behaviour policy's params). The transition t -> t+1 thus
 reads reward[t+1], terminated[t+1] and first[t+1]:
 
   * terminated[t+1]: x_{t+1} is terminal, so gamma_t = 0 and nothing is bootstrapped;
@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms.agent import Unroll
+from seedfleet.algorithms.distributions import Distribution
 from seedfleet.algorithms.impala import vtrace
 from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.networks import PolicyValueNet
@@ -130,15 +131,14 @@ def clipped_surrogate_loss(log_ratio, advantages, mask, clip_ratio: float, weigh
     return -tf.reduce_sum(mask * surrogate) / tf.cast(tf.size(mask), tf.float32)
 
 
-def proximal_terms(batch: Unroll, actions, target_logp, behaviour_logp, real, config: ImpalaConfig):
+def proximal_terms(proximal: Distribution, actions, target_logp, behaviour_logp, real, config: ImpalaConfig):
     """(log r_t, w_t) of the decoupled surrogate with `proximal_clip`: r_t = pi / pi_prox, where
-    pi_prox is the learner's policy as the learner step began (the "proximal_logits" extra,
+    pi_prox is the learner's policy as the learner step began (the "proximal_policy" extra,
     ImpalaAgent.learn), and w_t = min(rho_bar, pi_prox / mu), truncated at V-trace's
     policy-gradient rho_bar as IMPALA truncates pi / mu. On the step's first minibatch pi =
     pi_prox, so r_t = 1 and the gradient is IMPALA's truncated-rho policy gradient; the actors'
     lag moves w_t, not the clip."""
-    proximal_logp = -tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=actions, logits=batch.extras["proximal_logits"][:-1])
+    proximal_logp = proximal.log_prob(actions)
     log_weights = tf.where(real, proximal_logp - behaviour_logp, tf.zeros_like(proximal_logp))
     return target_logp - proximal_logp, tf.minimum(config.clip_pg_rho_threshold, tf.exp(log_weights))
 
@@ -153,16 +153,14 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
       entropy         = -mean(H(pi(.|x_t)))                  (maximising entropy)
     each averaged over the T x B transitions, cut transitions weighted zero.
     """
-    logits, values, _ = net(batch.observation, batch.first, batch.state)
-    actions = tf.cast(batch.action[:-1], tf.int32)
-    target_logits, bootstrap_value, values = logits[:-1], values[-1], values[:-1]
+    params, values, _ = net(batch.observation, batch.first, batch.state)
+    actions = batch.action[:-1]
+    pi, bootstrap_value, values = net.distribution(params[:-1]), values[-1], values[:-1]
     rewards, discounts, real = transitions(batch, config)
     mask = tf.cast(real, tf.float32)
 
-    target_logp = -tf.nn.sparse_softmax_cross_entropy_with_logits(labels=actions, logits=target_logits)
-    behaviour_logp = -tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=actions, logits=batch.extras["logits"][:-1]
-    )
+    target_logp = pi.log_prob(actions)
+    behaviour_logp = net.distribution(batch.extras["policy"][:-1]).log_prob(actions)
     log_rhos = tf.where(real, target_logp - behaviour_logp, -np.inf)
     targets = vtrace.from_importance_weights(
         log_rhos,
@@ -184,7 +182,8 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
         advantages = normalized(advantages, mask)
     shift = policy_shift(target_logp - behaviour_logp, mask, config.clip_ratio, config.clip_rho_threshold)
     if config.clip_ratio > 0 and config.proximal_clip:
-        log_ratio, weights = proximal_terms(batch, actions, target_logp, behaviour_logp, real, config)
+        proximal = net.distribution(batch.extras["proximal_policy"][:-1])
+        log_ratio, weights = proximal_terms(proximal, actions, target_logp, behaviour_logp, real, config)
         pg_loss = clipped_surrogate_loss(log_ratio, advantages, mask, config.clip_ratio, weights)
         # what the loss clips is pi against pi_prox; the approx KL stays against the actors' mu
         shift["policy/clip_fraction"] = policy_shift(log_ratio, mask, config.clip_ratio, 0.0)["policy/clip_fraction"]
@@ -194,22 +193,18 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
     else:
         pg_loss = -tf.reduce_sum(mask * target_logp * advantages) / count
     baseline_loss = tf.reduce_sum(mask * 0.5 * tf.square(targets.vs - values)) / count
-    probs = tf.nn.softmax(target_logits)
-    entropy = -tf.reduce_sum(probs * tf.nn.log_softmax(target_logits), axis=-1)
+    entropy = pi.entropy()
     entropy_loss = -tf.reduce_sum(mask * entropy) / count
     loss = pg_loss + config.baseline_cost * baseline_loss + config.entropy_cost * entropy_loss
     n = tf.maximum(tf.reduce_sum(mask), 1.0)
     mean_entropy = tf.reduce_sum(mask * entropy) / n
-    mean_probs = tf.reduce_sum(mask[..., None] * probs, axis=[0, 1]) / n
     metrics = {
         "loss/total": loss,
         "loss/policy": pg_loss,
         "loss/baseline": baseline_loss,
         "loss/entropy": entropy_loss,
         "policy/entropy": mean_entropy,
-        # I(state; action) over the batch, H(mean pi) - mean H(pi): 0 for a policy that
-        # ignores its input, whatever its own entropy (a dead torso shows here first).
-        "policy/state_information": -tf.reduce_sum(mean_probs * tf.math.log(mean_probs + 1e-12)) - mean_entropy,
+        **pi.diagnostics(mask, mean_entropy),
         "policy/mean_rho": tf.reduce_sum(mask * tf.exp(tf.minimum(log_rhos, 10.0))) / n,
         **shift,
         "value/explained_variance": explained_variance(targets.vs, values, mask),

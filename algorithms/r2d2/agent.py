@@ -29,14 +29,15 @@ class R2D2Agent(tf.Module):
         self.config = config
         self.devices = DataParallel(env.train_devices, config.batch_size)
         with self.devices.scope():
-            self.online = DuelingQNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
-            self.target = DuelingQNet(network, env.obs_shape, env.num_actions, env.seed, env.obs_dtype)
+            self.online = DuelingQNet(network, env.obs_shape, env.actions.num_actions, env.seed, env.obs_dtype)
+            self.target = DuelingQNet(network, env.obs_shape, env.actions.num_actions, env.seed, env.obs_dtype)
             self.optimizer = optim.build(optim.make_optimizer("adam", config.learning_rate, config.adam_epsilon),
                                          self.online.trainable_variables)
-        self.num_actions = env.num_actions
+        self.actions = env.actions
+        self.num_actions = env.actions.num_actions
         self.layout = SequenceLayout(config.burn_in + config.unroll_length, overlap=config.burn_in + 1)
         self.batch_size = config.batch_size
-        self.extras_spec = {"q": ((env.num_actions,), np.dtype(np.float32))}
+        self.extras_spec = {"q": ((env.actions.num_actions,), np.dtype(np.float32))}
         self.epsilons = tf.Variable(np.zeros(env.max_envs, np.float32), trainable=False, name="epsilons")
         self.training_epsilons = np.zeros(env.max_envs, np.float32)
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_steps")

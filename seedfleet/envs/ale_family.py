@@ -10,7 +10,7 @@ import ale_py
 import gymnasium as gym
 import numpy as np
 
-from seedfleet.envs.family import EnvFamily, StepBatch, batch_of, check_discrete
+from seedfleet.envs.family import EnvFamily, StepBatch, batch_of, checked_actions
 from seedfleet.envs.gymnasium_family import env_spec
 from seedfleet.errors import UsageError
 from seedfleet.v1 import actor_learner_pb2 as pb
@@ -62,7 +62,7 @@ class AleEnvs:
         )
         self.observation_shape = (settings.image_size, settings.image_size)
         self.observation_dtype = np.dtype(self.env.single_observation_space.dtype)
-        self.num_actions = check_discrete(settings.game, self.env.single_action_space, self.env.close)
+        self.actions = checked_actions(settings.game, self.env.single_action_space, self.env.close)
         self._done = np.zeros(num_envs, bool)
         self._lives = np.zeros(num_envs, np.int64)
 

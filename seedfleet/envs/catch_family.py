@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from seedfleet.actions import ActionSpec
 from seedfleet.envs.family import Bounds, EnvFamily, StepBatch
 from seedfleet.errors import UsageError
 
@@ -47,7 +48,7 @@ class CatchEnvs:
     """K Catch boards stepped together (`VectorEnvs`, seedfleet/envs/family.py)."""
 
     frame_skip = 1
-    num_actions = 3
+    actions = ActionSpec.discrete(3)  # left, stay, right
     observation_dtype = np.dtype(np.float32)
 
     def __init__(self, settings: CatchSettings, num_envs: int):

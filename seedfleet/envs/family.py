@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from seedfleet.actions import ActionSpec, action_spec_of
 from seedfleet.errors import UsageError
 from seedfleet.settings import parse_setting
 from seedfleet.v1 import actor_learner_pb2 as pb
@@ -61,7 +62,7 @@ class VectorEnvs(Protocol):
     ready: np.ndarray  # the envs the last `reset` or `step` returned
     observation_shape: tuple[int, ...]
     observation_dtype: np.dtype
-    num_actions: int
+    actions: ActionSpec  # discrete or Box (seedfleet/actions.py)
     frame_skip: int  # emulator frames per env step (1 for most families)
 
     def reset(self, seeds: list[int] | None = None) -> StepBatch: ...
@@ -130,9 +131,10 @@ class EnvFamily:
         settings = self.settings_with(env_id, options)
         probe = self.make(env_id, settings, 1, threads=1)
         try:
-            config = pb.EnvConfig(env_id=env_id, seed=seed, family=self.name, num_actions=probe.num_actions,
+            config = pb.EnvConfig(env_id=env_id, seed=seed, family=self.name,
                                   observation=pb.ObservationSpec(dtype=probe.observation_dtype.name,
                                                                  shape=list(probe.observation_shape)))
+            probe.actions.to_proto(config)
             if settings is not None:
                 self.settings_to_proto(settings, config)
             return config, probe.frame_skip
@@ -169,11 +171,11 @@ def typed_option(name: str, raw: str, like: object) -> object:
         raise UsageError(f"--env-options {name}={raw}: a {type(like).__name__} is expected") from None
 
 
-def check_discrete(env_id: str, space: Any, close: Any) -> int:
-    """The number of actions of a discrete action space; UsageError (after `close()`) otherwise."""
-    import gymnasium as gym
-
-    if not isinstance(space, gym.spaces.Discrete):
+def checked_actions(env_id: str, space: Any, close: Any) -> ActionSpec:
+    """The ActionSpec of a gymnasium action space; UsageError (after `close()`) for one that
+    no kind of seedfleet/actions.py covers."""
+    try:
+        return action_spec_of(env_id, space)
+    except UsageError:
         close()
-        raise UsageError(f"{env_id}: seedfleet needs discrete actions, got {space}")
-    return int(space.n)
+        raise

@@ -9,7 +9,7 @@ import os
 import gymnasium as gym
 import numpy as np
 
-from seedfleet.envs.family import Bounds, EnvFamily, StepBatch, batch_of, check_discrete
+from seedfleet.envs.family import Bounds, EnvFamily, StepBatch, batch_of, checked_actions
 from seedfleet.envs.moving_dot import MovingDot
 from seedfleet.errors import UsageError
 
@@ -44,7 +44,7 @@ class GymnasiumEnvs:
         self.ready = np.arange(num_envs)
         self.observation_shape = tuple(self.env.single_observation_space.shape)
         self.observation_dtype = np.dtype(self.env.single_observation_space.dtype)
-        self.num_actions = check_discrete(env_id, self.env.single_action_space, self.env.close)
+        self.actions = checked_actions(env_id, self.env.single_action_space, self.env.close)
         self._done = np.zeros(num_envs, bool)
 
     def reset(self, seeds: list[int] | None = None) -> StepBatch:

@@ -3,6 +3,7 @@ and one line here; nothing outside seedfleet/envs picks a family by anything but
 
 from __future__ import annotations
 
+from seedfleet.actions import ActionSpec
 from seedfleet.envs.ale_family import AleFamily
 from seedfleet.envs.catch_family import CatchFamily
 from seedfleet.envs.family import Bounds, EnvFamily, VectorEnvs
@@ -59,11 +60,11 @@ def describe(env_id: str, seed: int, options: str = "") -> tuple[pb.EnvConfig, i
     return family_for(env_id).describe(env_id, seed, options)
 
 
-def check_env(env_id: str, options: str = "") -> None:
-    """UsageError for an id no family makes, options its family lacks, or spaces seedfleet does
-    not serve: a probe env is made and closed, as the learner's `describe` makes one (no
-    TensorFlow needed)."""
-    describe(env_id, 0, options)
+def check_env(env_id: str, options: str = "") -> ActionSpec:
+    """The env's actions; UsageError for an id no family makes, options its family lacks, or
+    spaces seedfleet does not serve: a probe env is made and closed, as the learner's
+    `describe` makes one (no TensorFlow needed)."""
+    return ActionSpec.from_proto(describe(env_id, 0, options)[0])
 
 
 def observation_bounds(env_id: str) -> Bounds | None:

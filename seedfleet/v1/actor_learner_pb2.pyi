@@ -61,12 +61,13 @@ class AtariPreprocessing(_message.Message):
     def __init__(self, frame_skip: _Optional[int] = ..., image_size: _Optional[int] = ..., noop_max: _Optional[int] = ..., repeat_action_probability: _Optional[float] = ..., max_frames_per_episode: _Optional[int] = ..., full_action_space: _Optional[bool] = ..., game: _Optional[str] = ...) -> None: ...
 
 class EnvConfig(_message.Message):
-    __slots__ = ("env_id", "env_ids", "seed", "observation", "num_actions", "family", "atari", "settings_json")
+    __slots__ = ("env_id", "env_ids", "seed", "observation", "num_actions", "box_actions", "family", "atari", "settings_json")
     ENV_ID_FIELD_NUMBER: _ClassVar[int]
     ENV_IDS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     NUM_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    BOX_ACTIONS_FIELD_NUMBER: _ClassVar[int]
     FAMILY_FIELD_NUMBER: _ClassVar[int]
     ATARI_FIELD_NUMBER: _ClassVar[int]
     SETTINGS_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -75,10 +76,21 @@ class EnvConfig(_message.Message):
     seed: int
     observation: ObservationSpec
     num_actions: int
+    box_actions: BoxActions
     family: str
     atari: AtariPreprocessing
     settings_json: str
-    def __init__(self, env_id: _Optional[str] = ..., env_ids: _Optional[_Iterable[int]] = ..., seed: _Optional[int] = ..., observation: _Optional[_Union[ObservationSpec, _Mapping]] = ..., num_actions: _Optional[int] = ..., family: _Optional[str] = ..., atari: _Optional[_Union[AtariPreprocessing, _Mapping]] = ..., settings_json: _Optional[str] = ...) -> None: ...
+    def __init__(self, env_id: _Optional[str] = ..., env_ids: _Optional[_Iterable[int]] = ..., seed: _Optional[int] = ..., observation: _Optional[_Union[ObservationSpec, _Mapping]] = ..., num_actions: _Optional[int] = ..., box_actions: _Optional[_Union[BoxActions, _Mapping]] = ..., family: _Optional[str] = ..., atari: _Optional[_Union[AtariPreprocessing, _Mapping]] = ..., settings_json: _Optional[str] = ...) -> None: ...
+
+class BoxActions(_message.Message):
+    __slots__ = ("shape", "low", "high")
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    low: _containers.RepeatedScalarFieldContainer[float]
+    high: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, shape: _Optional[_Iterable[int]] = ..., low: _Optional[_Iterable[float]] = ..., high: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class Steps(_message.Message):
     __slots__ = ("env_ids", "observations", "rewards", "terminated", "truncated", "first", "life_lost", "actions_read")
