@@ -34,7 +34,6 @@ class R2D2Agent(tf.Module):
             self.optimizer = optim.build(optim.make_optimizer("adam", config.learning_rate, config.adam_epsilon),
                                          self.online.trainable_variables)
         self.actions = env.actions
-        self.num_actions = env.actions.num_actions
         self.layout = SequenceLayout(config.burn_in + config.unroll_length, overlap=config.burn_in + 1)
         self.batch_size = config.batch_size
         self.extras_spec = {"q": ((env.actions.num_actions,), np.dtype(np.float32))}
@@ -90,7 +89,7 @@ class R2D2Agent(tf.Module):
     def _act(self, obs, reward, first, env_ids, state):
         q, new_state = self._q(obs, reward, first, state)
         greedy = tf.argmax(q, axis=-1, output_type=tf.int32)
-        random = tf.random.uniform(tf.shape(greedy), 0, self.num_actions, dtype=tf.int32)
+        random = tf.random.uniform(tf.shape(greedy), 0, self.actions.num_actions, dtype=tf.int32)
         explore = tf.random.uniform(tf.shape(greedy)) < tf.gather(self.epsilons, env_ids)
         actions = tf.where(explore, random, greedy)
         new_state["prev_action"] = actions
