@@ -11,6 +11,9 @@ class NetworkConfig:
     torso: str = "auto"  # auto | mlp | nature | nature_half | impala_shallow | minatar | pool (auto: mlp for
     # vectors; images: nature from 36 pixels a side, minatar below; pool: next to free, for measuring the learner)
     mlp_sizes: tuple[int, ...] = (64, 64)  # hidden layers of the mlp torso
+    activation: str = "relu"  # the mlp torso's: relu | tanh (PPO's MuJoCo setups: tanh)
+    shared_torso: bool = True  # actor-critic: the value reads the policy's torso; false: a torso of its own
+    initial_log_std: float = 0.0  # Box actions: the Gaussian's log std at the start (the same in every state)
     lstm_size: int = 0  # LSTM core size; 0: none for vtrace; for r2d2 512 (Atari frames), 128 (small images), 64
     frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for [H, W, C] and vectors)
     compute_dtype: str = "auto"  # conv torso arithmetic: float32, bfloat16, or auto (bfloat16 on CPUs with bf16 units)

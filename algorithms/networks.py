@@ -53,17 +53,23 @@ class Conv2D(tf.Module):
         return tf.nn.conv2d(x, tf.cast(self.w, x.dtype), self.stride, "VALID") + tf.cast(self.b, x.dtype)
 
 
+ACTIVATIONS = {"relu": tf.nn.relu, "tanh": tf.tanh}
+
+
 class MLPTorso(tf.Module):
-    def __init__(self, n_in: int, sizes: tuple[int, ...], rng):
+    def __init__(self, n_in: int, sizes: tuple[int, ...], rng, activation: str = "relu"):
         super().__init__()
+        if activation not in ACTIVATIONS:
+            raise UsageError(f"--activation {activation!r}: choose from {', '.join(ACTIVATIONS)}")
         dims = (n_in, *sizes)
         self.layers = [Linear(a, b, np.sqrt(2), rng) for a, b in zip(dims[:-1], dims[1:], strict=True)]
+        self.activation = ACTIVATIONS[activation]
         self.out_size = dims[-1]
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         x = tf.cast(x, tf.float32)
         for layer in self.layers:
-            x = tf.nn.relu(layer(x))
+            x = self.activation(layer(x))
         return x
 
 
@@ -220,7 +226,7 @@ class RecurrentTorso(tf.Module):
                 raise UsageError(f"the mlp torso takes vector observations, got shape {obs_shape}")
             if self.frame_stack != 1:
                 raise UsageError("frame stacking is for image observations")
-            self.torso = MLPTorso(obs_shape[0], tuple(config.mlp_sizes), rng)
+            self.torso = MLPTorso(obs_shape[0], tuple(config.mlp_sizes), rng, config.activation)
         elif kind in (*ConvTorso.SPECS, "pool"):
             if not is_image(obs_shape):
                 raise UsageError(f"the {kind} torso takes [H, W] or [H, W, C] images, got shape {obs_shape}")
@@ -270,20 +276,21 @@ class CategoricalHead(Linear):
 
     distribution = Categorical
 
-    def __init__(self, n_in: int, actions: ActionSpec, rng: np.random.Generator):
+    def __init__(self, n_in: int, actions: ActionSpec, rng: np.random.Generator, initial_log_std: float = 0.0):
+        del initial_log_std  # a Gaussian's
         super().__init__(n_in, actions.num_actions, 0.01, rng)
 
 
 class GaussianHead(Linear):
     """[mean, log std] of a diagonal Gaussian over a Box's `actions.size` values: the mean from
     the features (small gain: near 0 at first), the log std a variable of its own, the same in
-    every state (PPO's MuJoCo setups), starting at 0: std 1."""
+    every state (PPO's MuJoCo setups), starting at `initial_log_std` (0: std 1)."""
 
     distribution = DiagGaussian
 
-    def __init__(self, n_in: int, actions: ActionSpec, rng: np.random.Generator):
+    def __init__(self, n_in: int, actions: ActionSpec, rng: np.random.Generator, initial_log_std: float = 0.0):
         super().__init__(n_in, actions.size, 0.01, rng)
-        self.log_std = tf.Variable(tf.zeros([actions.size]), name="log_std")
+        self.log_std = tf.Variable(tf.fill([actions.size], float(initial_log_std)), name="log_std")
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         mean = super().__call__(x)
@@ -294,13 +301,20 @@ POLICY_HEADS = {DISCRETE: CategoricalHead, BOX: GaussianHead}  # by kind of acti
 
 
 class PolicyValueNet(tf.Module):
-    """Actor-critic network: the policy's distribution parameters and a state value."""
+    """Actor-critic network: the policy's distribution parameters and a state value, read off
+    one torso, or (`shared_torso` off, as PPO's MuJoCo setups have it) the value off a torso
+    of its own, so the value loss does not pull on the policy's features."""
 
     def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], actions: ActionSpec, seed=0,
                  obs_dtype: np.dtype = UINT8):
         super().__init__()
         self.torso = RecurrentTorso(config, obs_shape, seed, obs_dtype=obs_dtype)
-        self.policy = POLICY_HEADS[actions.kind](self.torso.out_size, actions, self.torso.rng)
+        self.policy = POLICY_HEADS[actions.kind](self.torso.out_size, actions, self.torso.rng, config.initial_log_std)
+        self.value_torso = None
+        if not config.shared_torso:
+            if self.torso.initial_state(1):
+                raise UsageError("--no-shared-torso is for torsos without state (no LSTM, no frame stacking)")
+            self.value_torso = RecurrentTorso(config, obs_shape, seed + 1, obs_dtype=obs_dtype)
         self.value = Linear(self.torso.out_size, 1, 1.0, self.torso.rng)
         self.distribution = self.policy.distribution  # reads the policy's params
 
@@ -310,7 +324,8 @@ class PolicyValueNet(tf.Module):
     def __call__(self, obs, first, state: State):
         """Returns (policy params [T, B, P], values [T, B], new_state)."""
         features, new_state = self.torso(obs, first, state)
-        return self.policy(features), tf.squeeze(self.value(features), -1), new_state
+        value_features = features if self.value_torso is None else self.value_torso(obs, first, {})[0]
+        return self.policy(features), tf.squeeze(self.value(value_features), -1), new_state
 
 
 class DuelingQNet(tf.Module):

@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from seedfleet.actions import DISCRETE, ActionSpec
+from seedfleet.actions import BOX, DISCRETE, ActionSpec
 from seedfleet.algorithms.appo.config import appo_presets
 from seedfleet.algorithms.impala.config import ImpalaConfig, vtrace_presets
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.r2d2.config import R2D2Config, r2d2_presets
 from seedfleet.errors import UsageError
-from seedfleet.settings import Presets
+from seedfleet.settings import ANY_FAMILY, Presets
 
 if TYPE_CHECKING:
     from seedfleet.algorithms.agent import Agent, AgentContext
@@ -35,7 +35,7 @@ AlgoConfig = ImpalaConfig | R2D2Config
 class Algorithm:
     name: str
     config_class: type
-    presets: Callable[[str], Presets]  # env family -> flag defaults, each part for the config it sets
+    presets: Callable[[str, str], Presets]  # (env family, kind of actions) -> flag defaults, a part per config
     builder: str  # the module with make_agent and make_trainer (TensorFlow), imported when they are called
     learn_calls_per_sequence: Callable[[Any], float]  # `learn` calls that train on each sequence (replay ratio)
     action_kinds: tuple[str, ...] = (DISCRETE,)  # the kinds of actions it acts in (seedfleet/actions.py)
@@ -57,8 +57,8 @@ class Algorithm:
 IMPALA_BUILDER = "seedfleet.algorithms.impala.builder"
 
 ALGORITHMS: dict[str, Algorithm] = {
-    "vtrace": Algorithm("vtrace", ImpalaConfig, vtrace_presets, IMPALA_BUILDER, lambda _: 1.0),
-    "appo": Algorithm("appo", ImpalaConfig, appo_presets, IMPALA_BUILDER, lambda _: 1.0),
+    "vtrace": Algorithm("vtrace", ImpalaConfig, vtrace_presets, IMPALA_BUILDER, lambda _: 1.0, (DISCRETE, BOX)),
+    "appo": Algorithm("appo", ImpalaConfig, appo_presets, IMPALA_BUILDER, lambda _: 1.0, (DISCRETE, BOX)),
     "r2d2": Algorithm("r2d2", R2D2Config, r2d2_presets, "seedfleet.algorithms.r2d2.builder",
                       lambda config: config.replay_ratio),
 }
@@ -70,11 +70,12 @@ def algorithm(name: str) -> Algorithm:
     return ALGORITHMS[name]
 
 
-# `--algo` when none is given, by env family (seedfleet/envs): APPO on ALE (the Atari
-# defaults, chosen by the learning curves in BENCHMARKS.md), IMPALA's V-trace on any other.
-DEFAULT_ALGORITHM = {"ale": "appo"}
+# `--algo` when none is given, by env family (seedfleet/envs) and kind of actions: APPO on ALE
+# (the Atari defaults, chosen by the learning curves in BENCHMARKS.md) and on every Box env
+# (PPO's schedule is what the continuous-control references run), IMPALA's V-trace on any other.
+DEFAULT_ALGORITHM = {("ale", DISCRETE): "appo", (ANY_FAMILY, BOX): "appo"}
 FALLBACK_ALGORITHM = "vtrace"
 
 
-def default_algorithm(family: str) -> str:
-    return DEFAULT_ALGORITHM.get(family, FALLBACK_ALGORITHM)
+def default_algorithm(family: str, kind: str) -> str:
+    return DEFAULT_ALGORITHM.get((family, kind)) or DEFAULT_ALGORITHM.get((ANY_FAMILY, kind)) or FALLBACK_ALGORITHM

@@ -92,4 +92,39 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {  # by env id
         Reference("gymnax PPO", "RobertTLange/gymnax README.md: \"PPO ... Breakout-MinAtar (R: 28)\"; "
                   "gymnax-blines agents/Breakout-MinAtar/ppo.yaml: num_train_steps 10000000", {10_000_000: 28.0}),
     ),
+    # Continuous control (Box actions): counts are env steps (frame skip 1)
+    "Pendulum-v1": (
+        Reference("PPO, rl-baselines3-zoo (gamma 0.9, gSDE, tuned for Pendulum), deterministic evaluation, 1 run",
+                  "DLR-RM/rl-baselines3-zoo benchmark.md (commit 22e3ff2): ppo Pendulum-v1 -172.225 +- 104.159 "
+                  "at 100k steps; hyperparams/ppo.yml: n_envs 4, n_steps 1024, gamma 0.9, gae_lambda 0.95, "
+                  "10 epochs, lr 1e-3, use_sde", {100_000: -172.2}),
+        Reference("PPO, RLlib tuned example (gamma 0.95, lambda 0.1, 20 envs)",
+                  "ray-project/ray rllib/tuned_examples/ppo/pendulum-ppo.yaml: \"Can expect improvement to -140 "
+                  "reward in ~300-500k timesteps\" (drawn at 300k, the early end)", {300_000: -140.0}),
+    ),
+    "HalfCheetah-v5": (
+        Reference("PPO, CleanRL ppo_continuous_action (v4), 3 seeds",
+                  "vwxyzjn/cleanrl docs/benchmark/ppo_continuous_action.md (commit fe8d8a0, pr-424 runs): "
+                  "HalfCheetah-v4 1442.64 +- 46.03 at 1M steps", {1_000_000: 1442.6}),
+        Reference("PPO, CleanRL ppo_continuous_action (v4), earlier release, 3 seeds",
+                  "vwxyzjn/cleanrl docs/rl-algorithms/ppo.md (commit fe8d8a0): HalfCheetah-v4 2905.85 +- 1129.37 "
+                  "at 1M steps", {1_000_000: 2905.9}),
+        Reference("PPO2, openai/baselines (v2)",
+                  "openrlbenchmark static/baseline_vs_cleanrl.md: baselines ppo2 HalfCheetah-v2 1428.55 +- 62.40 "
+                  "at 1M steps", {1_000_000: 1428.6}),
+        Reference("PPO, rl-baselines3-zoo tuned for HalfCheetah (v3), deterministic evaluation",
+                  "DLR-RM/rl-baselines3-zoo benchmark.md (commit 22e3ff2): ppo HalfCheetah-v3 5819.099 at 1M steps "
+                  "(per-env hyperparameters in hyperparams/ppo.yml)", {1_000_000: 5819.1}),
+    ),
+    "Hopper-v4": (
+        Reference("PPO, CleanRL ppo_continuous_action, 3 seeds",
+                  "vwxyzjn/cleanrl docs/benchmark/ppo_continuous_action.md (commit fe8d8a0, pr-424 runs): "
+                  "Hopper-v4 2382.86 at 1M steps", {1_000_000: 2382.9}),
+        Reference("PPO, CleanRL ppo_continuous_action, earlier release, 3 seeds",
+                  "vwxyzjn/cleanrl docs/rl-algorithms/ppo.md (commit fe8d8a0): Hopper-v4 2051.80 +- 313.94 at 1M "
+                  "steps", {1_000_000: 2051.8}),
+        Reference("PPO2, openai/baselines (v2)",
+                  "openrlbenchmark static/baseline_vs_cleanrl.md: baselines ppo2 Hopper-v2 2158.65 +- 302.33 at "
+                  "1M steps", {1_000_000: 2158.7}),
+    ),
 }

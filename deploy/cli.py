@@ -14,12 +14,14 @@ TensorFlow.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import json
 import logging
 import sys
 from dataclasses import dataclass
 
+from seedfleet.actions import ActionSpec
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.registry import Algorithm, algorithm, default_algorithm
 from seedfleet.deploy.flags import ENV_HELP, add_flags, env_setting, from_flags
@@ -79,30 +81,42 @@ def _classes(command: str, algo: Algorithm | None) -> list[type]:
     return classes
 
 
-def _algo_and_env(command: str, argv: list[str]) -> tuple[Algorithm | None, str]:
-    """The registry's record of --algo and --env as given (or set in the environment), for a
-    command with the learner's flags (None for the others: the actor never looks it up).
-    Without --algo the env's family picks the algorithm (APPO on ALE ids)."""
+@functools.lru_cache(maxsize=8)
+def task_of(env: str, options: str = "") -> tuple[str, ActionSpec]:
+    """(env family, actions) of an env id with its --env-options: what picks the task defaults.
+    UsageError for an id no family makes or spaces seedfleet does not serve (a probe env is
+    made and closed, no TensorFlow)."""
+    from seedfleet.envs import check_env, family_for  # gymnasium and the families: commands that use them
+
+    return family_for(env).name, check_env(env, options)
+
+
+def _algo_and_env(command: str, argv: list[str]) -> tuple[Algorithm | None, str, str]:
+    """The registry's record of --algo, and --env and --env-options as given (or set in the
+    environment), for a command with the learner's flags (None for the others: the actor never
+    looks it up). Without --algo the env's family and kind of actions pick the algorithm (APPO
+    on ALE ids and Box actions)."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--algo", default=env_setting("algo", ""))
     pre.add_argument("--env", default=env_setting("env", "") or LearnerConfig.env)
+    pre.add_argument("--env-options", default=env_setting("env_options", "") or LearnerConfig.env_options)
     known = pre.parse_known_args(argv)[0]
     if not COMMANDS[command].learner_flags:
-        return None, known.env
-    from seedfleet.envs import family_for  # gymnasium and the families' registrations: a command that uses them
+        return None, known.env, known.env_options
+    if known.algo:
+        return algorithm(known.algo), known.env, known.env_options
+    family, actions = task_of(known.env, known.env_options)
+    return algorithm(default_algorithm(family, actions.kind)), known.env, known.env_options
 
-    return algorithm(known.algo or default_algorithm(family_for(known.env).name)), known.env
 
-
-def task_defaults(command: str, algo: Algorithm | None, env: str) -> dict:
-    """Defaults that follow the task (the algorithm's presets for the env's family), each part
-    checked against the class it sets; any flag given still wins."""
+def task_defaults(command: str, algo: Algorithm | None, env: str, options: str = "") -> dict:
+    """Defaults that follow the task (the algorithm's presets for the env's family and kind of
+    actions), each part checked against the class it sets; any flag given still wins."""
     spec = COMMANDS[command]
     if not spec.learner_flags:
         return {}
-    from seedfleet.envs import family_for
-
-    presets: Presets = algo.presets(family_for(env).name)
+    family, actions = task_of(env, options)
+    presets: Presets = algo.presets(family, actions.kind)
     launch = LAUNCH_PART in spec.configs
     presets.check({"algorithm": algo.config_class, "network": NetworkConfig, "learner": LearnerConfig,
                    "launch": _config_class(LAUNCH_PART)})
@@ -110,15 +124,16 @@ def task_defaults(command: str, algo: Algorithm | None, env: str) -> dict:
             **(presets.launch if launch else {})}
 
 
-def build_parser(command: str, algo: Algorithm | str | None = None, env: str = LearnerConfig.env
-                 ) -> argparse.ArgumentParser:
-    """`command`'s parser; `algo` (a registry record or its name) for the learner's commands."""
+def build_parser(command: str, algo: Algorithm | str | None = None, env: str = LearnerConfig.env,
+                 options: str = "") -> argparse.ArgumentParser:
+    """`command`'s parser; `algo` (a registry record or its name), the env id and its
+    --env-options for the learner's commands."""
     spec = COMMANDS[command]
     if spec.learner_flags and not isinstance(algo, Algorithm):
         algo = algorithm(algo or LearnerConfig.algo)
     parser = argparse.ArgumentParser(prog=f"seedfleet {command}", description=spec.help, epilog=ENV_HELP)
     taken: set[str] = set()
-    defaults = task_defaults(command, algo, env)
+    defaults = task_defaults(command, algo, env, options)
     for cls in _classes(command, algo):
         add_flags(parser, cls, taken, defaults)
     parser.add_argument("--print-config", action="store_true",
@@ -153,18 +168,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if spec.parses_itself:
             return getattr(importlib.import_module(spec.module), spec.entry)(rest)
-        algo, env = _algo_and_env(command, rest)
-        args = build_parser(command, algo, env).parse_args(rest)
+        algo, env, options = _algo_and_env(command, rest)
+        args = build_parser(command, algo, env, options).parse_args(rest)
         configs = [from_flags(cls, args) for cls in _classes(command, algo)]
         if args.print_config:
             print(json.dumps(flag_values(*configs), indent=1))
             return 0
         if spec.learner_flags:
-            from seedfleet.envs import check_env
-
             # an unknown id or option, spaces seedfleet does not serve or this algorithm does not act in:
             # refused before TensorFlow loads, as are learner settings that cannot work anywhere
-            algo.check_actions(env, check_env(env, args.env_options))
+            algo.check_actions(env, task_of(env, args.env_options)[1])
             next(config for config in configs if isinstance(config, LearnerConfig)).check()
         if spec.tensorflow:
             _load_tensorflow(args.verbose)

@@ -98,7 +98,7 @@ class PresetError(ValueError):
 
 @dataclass(frozen=True)
 class Presets:
-    """Flag defaults that follow the task (an algorithm's, by env family), each part for the
+    """Flag defaults that follow the task (an algorithm's, by env family and kind of actions), each part for the
     config class it sets; a flag given, or its SEEDFLEET_* variable, still wins. The CLI checks
     every part against its class (`check`) before it parses a flag."""
 
@@ -130,3 +130,12 @@ class Presets:
 
 
 PRESET_PARTS = tuple(f.name for f in dataclasses.fields(Presets))
+
+ANY_FAMILY = "*"  # a task-defaults key that holds for every env family with that kind of actions
+TaskPresets = Mapping[tuple[str, str], Presets]  # (env family, kind of actions) -> task defaults
+
+
+def task_presets(table: TaskPresets, family: str, kind: str) -> Presets:
+    """The task defaults of `table` for an env family and a kind of actions (seedfleet/actions.py):
+    the family's own entry for that kind, else the entry every family shares for it, else none."""
+    return table.get((family, kind)) or table.get((ANY_FAMILY, kind)) or Presets()

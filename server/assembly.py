@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms.agent import Agent, AgentContext
@@ -38,6 +39,7 @@ from seedfleet.server.env_slots import EnvSlots
 from seedfleet.server.frontends import FrontEnds
 from seedfleet.server.inference import InferenceEngine
 from seedfleet.server.metrics import Metrics, Reporter
+from seedfleet.server.normalization import make_normalization
 from seedfleet.server.progress import RunProgress
 from seedfleet.server.tracking import WandbTracker
 from seedfleet.server.unroll_queue import UnrollQueue
@@ -98,6 +100,11 @@ def resolve_network(network: NetworkConfig, device: str, flags: set[str] | None 
     return dataclasses.replace(network, compute_dtype=dtype, jit_compile=network.jit_compile and not onednn_bfloat16)
 
 
+def acted_spec(config: LearnerConfig, spec: EnvSpec) -> EnvSpec:
+    """The env as the agent acts on it: normalised observations are float32 (server/normalization.py)."""
+    return dataclasses.replace(spec, obs_dtype=np.dtype(np.float32)) if config.normalize_observations else spec
+
+
 def make_agent(config: LearnerConfig, algo: Algorithm, algo_config: AlgoConfig, network: NetworkConfig,
                env_config: pb.EnvConfig, device: str, frame_skip: int = 1, train_devices: tuple[str, ...] = (),
                launched_envs: int = 0) -> Agent:
@@ -105,7 +112,7 @@ def make_agent(config: LearnerConfig, algo: Algorithm, algo_config: AlgoConfig, 
     training on `train_devices` (one device: ()); `launched_envs`: the training envs a
     launcher starts beside the learner (0: not known)."""
     network = resolve_network(network, device)
-    spec = EnvSpec.from_proto(env_config)
+    spec = acted_spec(config, EnvSpec.from_proto(env_config))
     context = AgentContext(spec.obs_shape, spec.obs_dtype, spec.actions, config.seed, config.max_envs,
                            launched_envs, config.max_frames, frame_skip, train_devices)
     return algo.make_agent(algo_config, network, context)
@@ -141,6 +148,8 @@ class Learner:
         spec = EnvSpec.from_proto(env_config)
         algo.check_actions(config.env, spec.actions)
         config.check()
+        normalization = make_normalization(config.normalize_observations, config.scale_rewards, config.env,
+                                           spec.obs_shape, spec.obs_dtype, config.max_envs, algo_config.discount)
         if config.frontends:  # before the agent: a refusal comes at once
             port_security(config)
         else:
@@ -159,8 +168,8 @@ class Learner:
         metrics = Metrics(frame_skip)
         clock = StageClock()  # CPU by stage of the path below (seedfleet/stage_clock.py)
         queue = UnrollQueue(config.queue_unrolls or 2 * agent.batch_size, agent.batch_size)
-        engine = InferenceEngine(agent, EnvSlots.for_agent(config.max_envs, agent, spec, clock), queue, metrics,
-                                 device)
+        engine = InferenceEngine(agent, EnvSlots.for_agent(config.max_envs, agent, acted_spec(config, spec), clock),
+                                 queue, metrics, device, normalization)
         executor = ThreadPoolExecutor(1, thread_name_prefix="inference", initializer=name_this_thread,
                                       initargs=("inference",))
         batcher = DynamicBatcher(engine.process, executor, config.inference_batch_size,
@@ -175,7 +184,7 @@ class Learner:
         else:
             trainer = OnPolicyTrainer(agent, queue, metrics, device, clock, learn=False)
         checkpoints = LearnerCheckpoints(CheckpointStore(logdir / "checkpoints", config.keep_checkpoints), agent,
-                                         trainer, metrics, RunSetup.of(config, algo_config, network))
+                                         trainer, metrics, RunSetup.of(config, algo_config, network), normalization)
         if not config.fresh:
             checkpoints.restore()
         tracker = WandbTracker.start(config, logdir, {**(flags or {}), "machine": machine()})

@@ -6,8 +6,8 @@ A checkpoint is a directory `<logdir>/checkpoints/ckpt-<unix ms>-f<frames>/` wit
     `tf.train.Checkpoint`, whose data files carry CRC32C checksums;
   * `trainer.npz` (optional): what the trainer keeps beside the variables (R2D2 with
     --checkpoint-replay: the replay's arrays and sum tree), uncompressed;
-  * `state.json`, written last: format, counters, the configs it was made with and the
-    size of every other file.
+  * `state.json`, written last: format, counters, the configs it was made with, the
+    observation and reward statistics (server/normalization.py) and the size of every other file.
 It is built under `.tmp-*` and renamed into place only when complete (and fsynced), so a
 crash or a full disk leaves either the whole checkpoint or a temporary directory that the
 next start removes. On restore, a checkpoint whose files are missing, short or fail
@@ -37,6 +37,7 @@ from seedfleet.algorithms.trainer import TrainerThread
 from seedfleet.errors import UsageError
 from seedfleet.server.config import LearnerConfig
 from seedfleet.server.metrics import Metrics
+from seedfleet.server.normalization import Normalization
 
 log = logging.getLogger("seedfleet.checkpoint")
 
@@ -46,6 +47,7 @@ VARIABLES = "variables"
 TRAINER_STATE = "trainer.npz"
 TRAINER_STATE_NAMES = (TRAINER_STATE, "replay.npz")  # the second: R2D2's replay in checkpoints written before
 STATE = "state.json"
+NORMALIZATION = "normalization"  # state.json's entry of the observation and reward statistics
 
 
 class CheckpointMismatch(Exception):
@@ -81,6 +83,9 @@ def _config(cls, saved: dict):
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in fields})
 
 
+INPUT_DEFINING = ("normalize_observations",)  # learner settings that change what the network's inputs mean
+
+
 @dataclass(frozen=True)
 class RunSetup:
     """What a checkpoint records of its run: enough to rebuild the agent (seedfleet eval,
@@ -112,6 +117,10 @@ class RunSetup:
             theirs, ours = getattr(saved, key), getattr(self, key)
             if _shape_defining(theirs) != _shape_defining(ours):
                 return f"were written for {key} {theirs}, this learner runs {ours}"
+        for key in INPUT_DEFINING:
+            theirs, ours = saved.learner.get(key, False), self.learner.get(key, False)
+            if theirs != ours:
+                return f"were written with {key} {theirs}, this learner runs {ours}"
         return None
 
     def configs(self) -> tuple[LearnerConfig, Algorithm, AlgoConfig, NetworkConfig]:
@@ -233,6 +242,11 @@ def read_setup(checkpoint: Path) -> RunSetup:
     return RunSetup.from_state(_read_state(checkpoint))
 
 
+def read_statistics(checkpoint: Path) -> dict:
+    """The observation and reward statistics one checkpoint kept ({} if it kept none)."""
+    return _read_state(checkpoint).get(NORMALIZATION, {})
+
+
 def load_variables(checkpoint: Path, objects: dict) -> None:
     """Reads a checkpoint's variables into `objects` (their data files' CRC32C checked); every
     object must find its values."""
@@ -260,9 +274,10 @@ class LearnerCheckpoints:
     """
 
     def __init__(self, store: CheckpointStore, agent: Agent, trainer: TrainerThread, metrics: Metrics,
-                 setup: RunSetup):
+                 setup: RunSetup, normalization: Normalization | None = None):
+        """`normalization`: the statistics the learner normalises with (none: it does not)."""
         self.store, self.agent, self.trainer, self.metrics = store, agent, trainer, metrics
-        self.setup = setup
+        self.setup, self.normalization = setup, normalization or Normalization()
 
     def _check(self, state: dict) -> None:
         reason = self.setup.mismatch(RunSetup.from_state(state))
@@ -275,6 +290,12 @@ class LearnerCheckpoints:
         if restored is None:
             return None
         self.metrics.restore(restored.state["metrics"])
+        if self.normalization:
+            try:
+                self.normalization.restore(restored.state.get(NORMALIZATION, {}))
+            except (KeyError, TypeError, ValueError) as error:
+                log.warning("the normalisation statistics in %s do not fit this learner (%s); they start afresh",
+                            restored.path, error)
         extra = ""
         if restored.arrays is not None:
             try:
@@ -291,7 +312,8 @@ class LearnerCheckpoints:
         started = time.monotonic()
         try:
             with self.trainer.lock:
-                state = {"setup": self.setup.to_state(), "metrics": self.metrics.state()}
+                state = {"setup": self.setup.to_state(), "metrics": self.metrics.state(),
+                         NORMALIZATION: self.normalization.state()}
                 arrays = self.trainer.state()
                 path = self.store.save(self.agent.checkpointed(), state, self.metrics.frames, arrays)
         except (OSError, tf.errors.OpError) as error:

@@ -12,7 +12,7 @@ from seedfleet.errors import UsageError
 
 @dataclass
 class LearnerConfig:
-    env: str = "CartPole-v1"  # an id of any env family: gymnasium ids with discrete actions, ALE, MinAtar, Catch
+    env: str = "CartPole-v1"  # an id of any env family: gymnasium (discrete or Box), MuJoCo, ALE, MinAtar, Catch
     env_options: str = ""  # the env family's settings over the id's, NAME=VALUE,... (ALE: full_action_space=true)
     algo: str = "vtrace"  # the agent: vtrace (IMPALA), appo (IMPALA trained as PPO) or r2d2
     address: str = "[::]:8470"  # where to listen: host:port (port 0 picks one) or unix:PATH
@@ -22,6 +22,8 @@ class LearnerConfig:
     target_return: float = math.nan  # stop once the mean return over 100 episodes reaches it
     max_envs: int = 1024  # env slots on the learner, over all actors
     max_abs_reward: float = 1e9  # a stream sending a larger reward is closed (INVALID_ARGUMENT)
+    normalize_observations: bool = False  # float observations scaled by running mean and std (Box envs' default)
+    scale_rewards: bool = False  # rewards divided by the running std of the discounted return (Box envs' default)
     check_observation_bounds: bool = True  # a stream sending observations outside the space's bounds is closed
     max_envs_per_stream: int = 256  # envs one actor stream may run (more is refused: INVALID_ARGUMENT)
     stream_idle_s: float = 60.0  # a stream silent this long is closed and its envs freed (DEADLINE_EXCEEDED)

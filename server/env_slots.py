@@ -90,13 +90,16 @@ class EnvSlots:
         extras: dict[str, np.ndarray],
         pre_state: StateArrays,
         new_state: StateArrays,
+        scores: np.ndarray | None = None,
     ) -> tuple[Unroll | None, np.ndarray, np.ndarray, np.ndarray]:
         """Appends one row per env and returns completed unrolls and finished episodes.
 
         `pre_state` is the agent state the step was taken from, `new_state` the state
-        after it. Returns (unrolls or None, episode returns, episode lengths, the env ids
-        whose episodes ended, in that order): unrolls hold [N, T+1, ...] rows and the
-        [N, ...] state from before their first row; evaluation envs' unrolls are left out.
+        after it. `scores`: the env's own rewards, which episode returns add up, where the
+        rows keep scaled ones (server/normalization.py); None: the step's. Returns (unrolls
+        or None, episode returns, episode lengths, the env ids whose episodes ended, in that
+        order): unrolls hold [N, T+1, ...] rows and the [N, ...] state from before their first
+        row; evaluation envs' unrolls are left out.
         """
         lap = self.clock.start()
         pos = self.length[env_ids]
@@ -141,7 +144,8 @@ class EnvSlots:
         lap = self.clock.lap("unrolls", lap)
 
         first = step.first
-        returns = np.where(first, 0.0, self.episode_return[env_ids] + step.rewards)
+        scores = step.rewards if scores is None else scores
+        returns = np.where(first, 0.0, self.episode_return[env_ids] + scores)
         lengths = np.where(first, 0, self.episode_length[env_ids] + 1)
         ended = step.terminated | step.truncated
         self.episode_return[env_ids] = np.where(ended, 0.0, returns)

@@ -66,7 +66,8 @@ def play(policy: LoadedPolicy, config: EvalConfig) -> tuple[np.ndarray, list[np.
             if recording:
                 frames.append(_screen(envs, batch.observations))
             with tf.device(policy.device):
-                actions, _, state = agent.policy(batch.observations, batch.rewards, batch.first, env_ids, state)
+                actions, _, state = agent.policy(policy.observed(batch.observations), batch.rewards, batch.first,
+                                                 env_ids, state)
             actions = actions.numpy()
             explore = rng.random(n) < config.epsilon
             actions[explore] = envs.actions.random(rng, int(explore.sum()))

@@ -7,8 +7,12 @@ Signature `serving_default`, for a batch of B envs:
            and, for agents with a state (frame stacking, LSTM, R2D2's previous action):
            first [B] bool (the observation opens an episode), reward [B] float32 (the
            reward that came with it) and state_<name> for each entry of the state;
-  outputs  action [B] int32 (greedy), logits [B, A] (R2D2: the Q values) and, with a
-           state, state_<name>: feed them back with the next observation.
+  outputs  action: the greedy action, [B] int32 for discrete actions, [B, *shape] float32
+           for a Box (the Gaussian's mean, clipped to the bounds); logits: the policy's
+           parameters, [B, A] (R2D2: the Q values; a Gaussian: its mean and log std, [B, 2 * size]);
+           and, with a state, state_<name>: feed them back with the next observation.
+A run that normalised its observations (--normalize-observations) exports its statistics as
+constants, applied to `observation` as in training (server/normalization.py): feed raw ones.
 Signature `initial_state` (stateful agents only): batch_size -> state_<name> zeros.
 Load with `tf.saved_model.load(DIR).signatures["serving_default"](observation=...)`.
 """
@@ -22,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.server.config import ExportConfig
+from seedfleet.server.normalization import CLIP
 from seedfleet.server.saved_policy import LoadedPolicy, load_policy
 from seedfleet.wire import EnvSpec
 
@@ -34,6 +39,8 @@ class ExportedPolicy(tf.Module):
     def __init__(self, policy: LoadedPolicy):
         super().__init__()
         self.agent = policy.agent
+        self.normalizer = None if policy.observations is None else tuple(
+            tf.constant(value) for value in policy.observations.constants())  # (mean, 1 / std)
         spec = EnvSpec.from_proto(policy.env_config)
         state = self.agent.initial_state(1)
         self.state_names = sorted(state)
@@ -49,6 +56,9 @@ class ExportedPolicy(tf.Module):
 
     def _serve(self, observation, *rest):
         batch = tf.shape(observation)[0]
+        if self.normalizer is not None:  # ObservationNormalizer.apply's float32 arithmetic
+            mean, scale = self.normalizer
+            observation = tf.clip_by_value((tf.cast(observation, tf.float32) - mean) * scale, -CLIP, CLIP)
         if self.state_names:
             first, reward, *values = rest
             state = dict(zip(self.state_names, values, strict=True))

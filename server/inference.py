@@ -13,6 +13,7 @@ are left as they were, and the other requests of the batch are served as usual.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,12 +24,17 @@ from seedfleet.envs import StepBatch
 from seedfleet.server.backend import PolicyOutputError, StepRequest
 from seedfleet.server.env_slots import EnvSlots
 from seedfleet.server.metrics import Metrics
+from seedfleet.server.normalization import Normalization
 from seedfleet.server.unroll_queue import UnrollQueue
 
 
 class InferenceEngine:
-    def __init__(self, agent: Agent, slots: EnvSlots, unrolls: UnrollQueue, metrics: Metrics, device: str):
+    def __init__(self, agent: Agent, slots: EnvSlots, unrolls: UnrollQueue, metrics: Metrics, device: str,
+                 normalization: Normalization | None = None):
+        """`normalization`: observations and rewards as the agent acts on and trains from them
+        (server/normalization.py; none: as the envs sent them)."""
         self.agent = agent
+        self.normalization = normalization or Normalization()
         self.device = device
         self.slots = slots
         self.unrolls = unrolls
@@ -37,6 +43,8 @@ class InferenceEngine:
 
     def reset(self, lo: int, hi: int, evaluation: bool = False, trusted: bool = True) -> None:
         self.slots.reset(lo, hi, evaluation, trusted)
+        if self.normalization.rewards is not None:
+            self.normalization.rewards.reset(lo, hi)
         self.agent.assign_envs(lo, hi, evaluation)
 
     def process(self, requests: Sequence[StepRequest]) -> list[np.ndarray | PolicyOutputError]:
@@ -50,6 +58,8 @@ class InferenceEngine:
             step = StepBatch(
                 *(np.concatenate([getattr(r.step, f) for r in requests]) for f in StepBatch.__dataclass_fields__)
             )
+        scores = step.rewards  # the env's own: episode returns add these up
+        step = self._normalized(env_ids, step)
         pre_state = self.slots.gather_state(env_ids)
         lap = self.clock.lap("batch", lap)
         with tf.device(self.device):
@@ -65,14 +75,14 @@ class InferenceEngine:
         if refused.any():
             keep = np.repeat(~refused, sizes)
             self.metrics.add_refused(int((~keep).sum()))
-            env_ids, actions = env_ids[keep], actions[keep]
+            env_ids, actions, scores = env_ids[keep], actions[keep], scores[keep]
             step = StepBatch(*(getattr(step, f)[keep] for f in StepBatch.__dataclass_fields__))
             extras, pre_state, new_state = ({k: v[keep] for k, v in d.items()} for d in (extras, pre_state, new_state))
             if not len(env_ids):
                 return [PolicyOutputError(REFUSAL)] * len(requests)
         self.clock.lap("checks", lap)
         unrolls, returns, lengths, ended = self.slots.record(  # laps env_state and unrolls
-            env_ids, step, actions, extras, pre_state, new_state
+            env_ids, step, actions, extras, pre_state, new_state, scores
         )
         lap = self.clock.start()
         if unrolls is not None:
@@ -85,6 +95,20 @@ class InferenceEngine:
         results = [PolicyOutputError(REFUSAL) if bad else next(served) for bad in refused]
         self.clock.lap("metrics", lap)
         return results
+
+    def _normalized(self, env_ids: np.ndarray, step: StepBatch) -> StepBatch:
+        """The step as the agent acts on it and unrolls keep it: observations normalised and
+        rewards scaled where the learner does so, the statistics updated by training envs of
+        trusted actors only."""
+        if not self.normalization:
+            return step
+        update = ~self.slots.evaluation[env_ids] & self.slots.trusted[env_ids]
+        changed = {}
+        if self.normalization.observations is not None:
+            changed["observations"] = self.normalization.observations(step.observations, update)
+        if self.normalization.rewards is not None:
+            changed["rewards"] = self.normalization.rewards(env_ids, step.rewards, step.first, update)
+        return dataclasses.replace(step, **changed)
 
     def _refused_requests(self, actions: np.ndarray, extras: dict[str, np.ndarray], new_state: dict[str, np.ndarray],
                           sizes: list[int]) -> np.ndarray:

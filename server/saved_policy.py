@@ -2,7 +2,8 @@
 
 The agent is rebuilt from the run setup the checkpoint recorded (server/checkpoint.py,
 `RunSetup`: env, algo, network and agent configs), read with the same checks a restore
-makes (format, file sizes, the variables' checksums).
+makes (format, file sizes, the variables' checksums), with the observation statistics the run
+normalised with (server/normalization.py), which eval and export apply as training did.
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms.agent import Agent
 from seedfleet.server.assembly import compute_device, env_config_for, make_agent
-from seedfleet.server.checkpoint import load_variables, newest_checkpoint, read_setup
+from seedfleet.server.checkpoint import load_variables, newest_checkpoint, read_setup, read_statistics
+from seedfleet.server.normalization import ObservationNormalizer, saved_observation_normalizer
 from seedfleet.v1 import actor_learner_pb2 as pb
+from seedfleet.wire import EnvSpec
 
 
 @dataclass
@@ -24,6 +28,11 @@ class LoadedPolicy:
     env_config: pb.EnvConfig
     checkpoint: Path
     device: str
+    observations: ObservationNormalizer | None  # the run's observation statistics, if it normalised
+
+    def observed(self, observations: np.ndarray) -> np.ndarray:
+        """Observations as the agent saw them in training: normalised where the run normalised."""
+        return observations if self.observations is None else self.observations.apply(observations)
 
 
 def load_policy(path: str | Path) -> LoadedPolicy:
@@ -35,4 +44,8 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     with tf.device(device):
         agent = make_agent(learner, algo, algo_config, network, env_config, device)
     load_variables(checkpoint, agent.checkpointed())
-    return LoadedPolicy(agent, env_config, checkpoint, device)
+    normalizer = None
+    if learner.normalize_observations:
+        normalizer = saved_observation_normalizer(EnvSpec.from_proto(env_config).obs_shape,
+                                                  read_statistics(checkpoint))
+    return LoadedPolicy(agent, env_config, checkpoint, device, normalizer)

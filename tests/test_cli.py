@@ -1,5 +1,6 @@
 """The command line: every flag documented, configs built from flags."""
 
+import itertools
 import math
 import re
 import subprocess
@@ -8,6 +9,7 @@ import sys
 import pytest
 from conftest import ROOT
 
+from seedfleet.actions import BOX, DISCRETE
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.deploy.cli import build_parser, main
 
@@ -159,7 +161,8 @@ def test_launched_actors_take_their_settings_from_the_launcher_alone(monkeypatch
 
 @pytest.mark.parametrize("args,message", [
     (["learner", "--env", "NoSuchGame-v9"], "env id 'NoSuchGame-v9'"),
-    (["learner", "--env", "Pendulum-v1"], "--algo vtrace acts in discrete actions; Pendulum-v1 has box ones"),
+    (["learner", "--env", "Pendulum-v1", "--algo", "r2d2"],
+     "--algo r2d2 acts in discrete actions; Pendulum-v1 has box ones"),
     (["learner", "--epochs", "0"], "epochs and minibatches must be at least 1"),
     (["learner", "--algo", "appo", "--batch-size", "6"], "does not split into 4 minibatches"),
 ])
@@ -178,18 +181,36 @@ def test_an_unknown_algo_gets_one_line_and_exit_code_2():
     assert "unknown --algo 'ppo'" in out.stderr
 
 
-@pytest.mark.parametrize("env,algo", [("ALE/Pong-v5", "appo"), ("CartPole-v1", "vtrace"),
-                                      ("MinAtar/Breakout-v1", "vtrace")])
-def test_without_algo_the_env_picks_the_default_algorithm(env, algo, capsys):
+@pytest.mark.parametrize("env,algo,clip", [("ALE/Pong-v5", "appo", 0.1), ("CartPole-v1", "vtrace", 0.0),
+                                           ("MinAtar/Breakout-v1", "vtrace", 0.0), ("Pendulum-v1", "appo", 0.2),
+                                           ("HalfCheetah-v5", "appo", 0.2)])
+def test_without_algo_the_env_picks_the_default_algorithm(env, algo, clip, capsys):
+    """By env family and kind of actions: APPO on ALE ids and on Box actions (classic control or MuJoCo)."""
     with pytest.raises(SystemExit):
         main(["learner", "--env", env, "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
     assert f"or r2d2 (default: {algo})" in help_text
-    assert ("--clip-ratio CLIP_RATIO" in help_text) and (("(default: 0.1)" in help_text) == (algo == "appo"))
+    assert re.search(rf"--clip-ratio CLIP_RATIO .*?\(default: {clip}\)", help_text)
+
+
+@pytest.mark.parametrize("env", ["Pendulum-v1", "Walker2d-v5"])
+def test_a_discrete_only_algorithm_on_a_box_env_is_one_clear_line(env, capsys):
+    assert main(["learner", "--env", env, "--algo", "r2d2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--algo r2d2 acts in discrete actions; {env} has box ones" in err[0], err
+
+
+def test_box_envs_take_the_continuous_control_defaults():
+    args = build_parser("run", "appo", "Hopper-v4").parse_args([])
+    assert (args.normalize_observations, args.scale_rewards, args.shared_torso, args.activation) == (
+        True, True, False, "tanh")
+    assert (args.epochs, args.minibatches, args.entropy_cost, args.reward_clip) == (10, 32, 0.0, 10.0)
+    discrete = build_parser("run", "appo", "CartPole-v1").parse_args([])
+    assert (discrete.normalize_observations, discrete.shared_torso, discrete.reward_clip) == (False, True, 1.0)
 
 
 def test_every_preset_names_flags_of_the_class_it_sets_with_their_types():
-    """Each algorithm's task defaults, for every env family, are checked against the config
+    """Each algorithm's task defaults, for every env family and kind of actions, are checked against the config
     class each part sets, as at start-up: a field renamed without its preset fails here."""
     from seedfleet.algorithms.registry import ALGORITHMS
     from seedfleet.deploy.launch_config import LaunchConfig
@@ -197,8 +218,8 @@ def test_every_preset_names_flags_of_the_class_it_sets_with_their_types():
     from seedfleet.server.config import LearnerConfig
 
     for entry in ALGORITHMS.values():
-        for family in FAMILIES:
-            entry.presets(family.name).check({"algorithm": entry.config_class, "network": NetworkConfig,
+        for family, kind in itertools.product(FAMILIES, (DISCRETE, BOX)):
+            entry.presets(family.name, kind).check({"algorithm": entry.config_class, "network": NetworkConfig,
                                               "learner": LearnerConfig, "launch": LaunchConfig})
 
 
@@ -215,10 +236,10 @@ def test_a_preset_key_that_names_no_flag_or_has_the_wrong_type_is_an_error(monke
                             (Presets(learner={"epochs": 3}), "epochs=3 names no flag of LearnerConfig"),
                             (Presets(algorithm={"normalize_advantages": 1}), "a bool is expected")):
         monkeypatch.setitem(registry.ALGORITHMS, "vtrace",
-                            dataclasses.replace(entry, presets=lambda family, p=preset: p))
+                            dataclasses.replace(entry, presets=lambda family, kind, p=preset: p))
         with pytest.raises(PresetError, match=message):
             build_parser("learner", "vtrace", "CartPole-v1")
-    monkeypatch.setitem(registry.ALGORITHMS, "vtrace", dataclasses.replace(entry, presets=lambda family: Presets(
+    monkeypatch.setitem(registry.ALGORITHMS, "vtrace", dataclasses.replace(entry, presets=lambda family, kind: Presets(
         algorithm={"learning_rate": 1})))  # an int where a float is expected is fine
     assert build_parser("learner", "vtrace", "CartPole-v1").parse_args([]).learning_rate == 1
 
@@ -250,7 +271,8 @@ def test_print_config_shows_every_flag_as_resolved_and_runs_nothing(monkeypatch,
 
 QUICK_COMMANDS = [["--help"], ["run", "--help"], ["learner", "--help"], ["actor", "--help"], ["bench", "--help"],
                   ["eval", "--help"], ["plot", "--help"], ["run", "--env", "NoSuchEnv-v0"],
-                  ["run", "--env", "Pendulum-v1"], ["learner", "--epochz", "3"], ["run", "--algo", "ppo"],
+                  ["run", "--env", "Pendulum-v1", "--algo", "r2d2"], ["learner", "--epochz", "3"],
+                  ["run", "--algo", "ppo"],
                   ["learner", "--frontends", "-1"], ["learner", "--frontends", "2", "--address", "unix:/tmp/sf.sock"]]
 # Runs the CLI as `seedfleet` does and says, as the interpreter exits, whether TensorFlow was loaded.
 AT_EXIT = ("import atexit, sys; atexit.register(lambda: print('tensorflow loaded:', 'tensorflow' in sys.modules, "

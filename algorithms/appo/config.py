@@ -6,8 +6,9 @@ steps, the policy loss is the clipped surrogate on V-trace targets
 
 from __future__ import annotations
 
-from seedfleet.algorithms.impala.config import ATARI_BUDGET
-from seedfleet.settings import Presets
+from seedfleet.actions import BOX, DISCRETE
+from seedfleet.algorithms.impala.config import ATARI_BUDGET, BOX_TASK
+from seedfleet.settings import ANY_FAMILY, Presets, task_presets
 
 # Everywhere: PPO's schedule on V-trace targets (CleanRL's ppo_atari.py and Sample Factory's
 # Atari APPO: 4 passes, clip 0.1, normalised advantages, lambda 0.95; Adam with eps 1e-5, as
@@ -54,9 +55,20 @@ APPO_ATARI = ATARI_BUDGET | Presets(
     learner={"queue_unrolls": 64},
 )
 
-APPO_PRESETS = {"ale": APPO_ATARI}  # by env family (seedfleet/envs)
+# Box actions (any env family): PPO's MuJoCo schedule (CleanRL's ppo_continuous_action.py: 2,048
+# transitions per update, 10 passes of 32 minibatches, clip 0.2) over BOX_TASK's networks and
+# normalisation (algorithms/impala/config.py). 2 actors x 16 envs; a batch is 64 unrolls of 32
+# steps, so a minibatch is 2 unrolls (64 transitions, CleanRL's size). The queue holds one batch.
+APPO_BOX = BOX_TASK | Presets(
+    algorithm={"unroll_length": 32, "batch_size": 64, "epochs": 10, "minibatches": 32, "clip_ratio": 0.2},
+    learner={"queue_unrolls": 64},
+    launch={"actors": 2, "envs_per_actor": 16},
+)
+
+APPO_PRESETS = {("ale", DISCRETE): APPO_ATARI, (ANY_FAMILY, BOX): APPO_BOX}  # (env family, kind of actions)
 
 
-def appo_presets(family: str) -> Presets:
-    """APPO's schedule everywhere; on ALE the Atari defaults, their frame budget and launch."""
-    return APPO_EVERYWHERE | APPO_PRESETS.get(family, Presets())
+def appo_presets(family: str, kind: str) -> Presets:
+    """APPO's schedule everywhere; on ALE the Atari defaults, their frame budget and launch; on
+    Box actions PPO's MuJoCo setup."""
+    return APPO_EVERYWHERE | task_presets(APPO_PRESETS, family, kind)

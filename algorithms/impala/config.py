@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seedfleet.settings import Presets
+from seedfleet.actions import BOX, DISCRETE
+from seedfleet.settings import ANY_FAMILY, Presets, task_presets
 
 
 @dataclass
@@ -48,8 +49,24 @@ VTRACE_ATARI = ATARI_BUDGET | Presets(
                "batch_size": 8, "unroll_length": 10, "entropy_cost": 0.01, "reward_clip": 1.0},
     network={"torso": "impala_shallow"},
 )
-VTRACE_PRESETS = {"ale": VTRACE_ATARI}  # by env family (seedfleet/envs); any other: the dataclass's values
+
+# Box actions, on any env family: what PPO's MuJoCo setups share (CleanRL's
+# ppo_continuous_action.py, SEED RL's mujoco/gin/ppo.gin, Sample Factory's mujoco_params.py):
+# separate 64-64 tanh torsos for the policy and the value, observations normalised by their
+# running mean and std, rewards by the running std of the discounted return, then clipped
+# to [-10, 10] (not to [-1, 1]: their scale is already about 1), no entropy bonus, gradients
+# clipped at 0.5, Adam 3e-4 with eps 1e-5 falling to 0 at --max-frames (1M env steps,
+# where the MuJoCo references are read).
+BOX_MAX_FRAMES = 1_000_000
+BOX_TASK = Presets(
+    algorithm={"reward_clip": 10.0, "entropy_cost": 0.0, "max_grad_norm": 0.5, "learning_rate": 3e-4,
+               "learning_rate_decay": True},
+    network={"torso": "mlp", "mlp_sizes": (64, 64), "activation": "tanh", "shared_torso": False},
+    learner={"normalize_observations": True, "scale_rewards": True, "max_frames": BOX_MAX_FRAMES},
+)
+VTRACE_PRESETS = {("ale", DISCRETE): VTRACE_ATARI, (ANY_FAMILY, BOX): BOX_TASK}  # (env family, kind of actions)
 
 
-def vtrace_presets(family: str) -> Presets:
-    return VTRACE_PRESETS.get(family, Presets())
+def vtrace_presets(family: str, kind: str) -> Presets:
+    """The Atari values on ALE, PPO's MuJoCo setup on Box actions, the dataclass's elsewhere."""
+    return task_presets(VTRACE_PRESETS, family, kind)

@@ -67,8 +67,9 @@ R2D2_FAMILY_DEFAULTS: dict[str, dict[str, float | int]] = {
 R2D2_EVERYWHERE = Presets(network={"jit_compile": False}, launch={"eval_actors": 1})
 
 
-def r2d2_presets(family: str) -> Presets:
-    """The paper's values on Atari, the env family's own elsewhere."""
+def r2d2_presets(family: str, kind: str) -> Presets:
+    """The paper's values on Atari, the env family's own elsewhere (discrete actions only)."""
+    del kind  # R2D2 acts in discrete actions alone (its registry entry's action_kinds)
     return R2D2_EVERYWHERE | Presets(algorithm=R2D2_FAMILY_DEFAULTS.get(family, VECTOR_OBSERVATION_DEFAULTS))
 
 

@@ -1,6 +1,6 @@
-"""The gymnasium family: any id gymnasium knows with discrete actions, as gymnasium's own
-synchronous vector env (vectors, images, seedfleet's MovingDot check env). It claims
-every id, so the registry asks it last."""
+"""The gymnasium family: any id gymnasium knows with discrete or bounded Box actions, as
+gymnasium's own synchronous vector env (vectors, images, classic control such as Pendulum,
+seedfleet's MovingDot check env). It claims every id, so the registry asks it last."""
 
 from __future__ import annotations
 

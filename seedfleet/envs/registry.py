@@ -9,6 +9,7 @@ from seedfleet.envs.catch_family import CatchFamily
 from seedfleet.envs.family import Bounds, EnvFamily, VectorEnvs
 from seedfleet.envs.gymnasium_family import GymnasiumFamily
 from seedfleet.envs.minatar_family import MinAtarFamily
+from seedfleet.envs.mujoco_family import MujocoFamily
 from seedfleet.errors import UsageError
 from seedfleet.v1 import actor_learner_pb2 as pb
 
@@ -16,6 +17,7 @@ FAMILIES: tuple[EnvFamily, ...] = (
     AleFamily(),
     MinAtarFamily(),
     CatchFamily(),
+    MujocoFamily(),
     GymnasiumFamily(),  # last: it claims every id
 )
 
