@@ -137,7 +137,7 @@ def decode_steps(
     if observations.dtype.kind == "f" and not np.isfinite(observations).all():
         raise WireError("observations must be finite (got NaN or inf)")
     if bounds is not None and not ((observations >= bounds[0]).all() and (observations <= bounds[1]).all()):
-        raise WireError("observations: outside the observation space's bounds")
+        raise WireError("observations: outside the observation space's bounds or --max-abs-observation")
     raw_life_lost = steps.life_lost
     names = ("terminated", "truncated", "first", "life_lost")[: 4 if raw_life_lost else 3]
     raws = (steps.terminated, steps.truncated, steps.first, raw_life_lost)[: len(names)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import logging
+import math
 import sys
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Protocol
 import grpc
 import numpy as np
 
-from seedfleet.envs import observation_bounds
+from seedfleet.envs import Bounds, observation_bounds
 from seedfleet.errors import UsageError
 from seedfleet.security import read_token, require_protection, server_credentials
 from seedfleet.server.auth import TokenCheck
@@ -53,6 +54,19 @@ def keepalive_options(every_s: float) -> list[tuple[str, int]]:
 
 
 TARGET_FROM = ("trusted", "any")
+
+
+def observation_limits(config: LearnerConfig, spec: EnvSpec) -> Bounds | None:
+    """The (low, high) every observation a stream sends must keep: the space's bounds (with
+    --check-observation-bounds), and for float observations at most --max-abs-observation in
+    magnitude, so that no actor's wild values reach the observation statistics every env is
+    normalised with (server/normalization.py). None: nothing beyond the dtype's own range."""
+    bounds = observation_bounds(config.env) if config.check_observation_bounds else None
+    cap = config.max_abs_observation
+    if spec.obs_dtype.kind != "f" or not math.isfinite(cap):
+        return bounds
+    low, high = bounds if bounds is not None else (np.full(spec.obs_shape, -np.inf), np.full(spec.obs_shape, np.inf))
+    return np.maximum(low, -cap), np.minimum(high, cap)
 
 
 def port_security(config: LearnerConfig) -> tuple[str | None, grpc.ServerCredentials | None]:
@@ -139,7 +153,7 @@ class ActorPort:
     async def serve(self, config: LearnerConfig, env_config: pb.EnvConfig, backend: StreamBackend,
                     clock: StageClock) -> None:
         """Adds LearnerService over `backend` and the health service (NOT_SERVING until start)."""
-        bounds = observation_bounds(config.env) if config.check_observation_bounds else None
+        bounds = observation_limits(config, EnvSpec.from_proto(env_config))
         self.service = LearnerService(env_config, backend, min(config.max_envs_per_stream, config.max_envs),
                                       config.max_abs_reward, config.stream_idle_s, bounds,
                                       trust_every_peer=self.credentialed or config.target_from == "any",

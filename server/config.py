@@ -25,6 +25,7 @@ class LearnerConfig:
     normalize_observations: bool = False  # float observations scaled by running mean and std (Box envs' default)
     scale_rewards: bool = False  # rewards divided by the running std of the discounted return (Box envs' default)
     check_observation_bounds: bool = True  # a stream sending observations outside the space's bounds is closed
+    max_abs_observation: float = 1e6  # ... as is one sending a float observation larger in magnitude (inf: no limit)
     max_envs_per_stream: int = 256  # envs one actor stream may run (more is refused: INVALID_ARGUMENT)
     stream_idle_s: float = 60.0  # a stream silent this long is closed and its envs freed (DEADLINE_EXCEEDED)
     keepalive_s: float = 20.0  # the server pings idle connections this often; a dead peer's go within 2x

@@ -98,11 +98,10 @@ class InferenceEngine:
 
     def _normalized(self, env_ids: np.ndarray, step: StepBatch) -> StepBatch:
         """The step as the agent acts on it and unrolls keep it: observations normalised and
-        rewards scaled where the learner does so, the statistics updated by training envs of
-        trusted actors only."""
+        rewards scaled where the learner does so, the statistics updated by training envs only."""
         if not self.normalization:
             return step
-        update = ~self.slots.evaluation[env_ids] & self.slots.trusted[env_ids]
+        update = ~self.slots.evaluation[env_ids]
         changed = {}
         if self.normalization.observations is not None:
             changed["observations"] = self.normalization.observations(step.observations, update)

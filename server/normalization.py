@@ -12,8 +12,8 @@ Both run on the learner's inference thread, before the agent acts (server/infere
     episode opens). Dividing by the spread of G keeps value targets near unit scale on any
     task; episode returns in the metrics stay the env's own.
 
-Evaluation envs and untrusted actors' envs are normalised with the statistics but never
-update them. The statistics are kept in checkpoints (`state`, `restore`) and applied the
+Evaluation envs are normalised with the statistics but never update them, and no stream's
+float observation beyond --max-abs-observation reaches them (server/actor_port.py closes it). The statistics are kept in checkpoints (`state`, `restore`) and applied the
 same way by `seedfleet eval` and in exported SavedModels (`ObservationNormalizer.apply`).
 """
 

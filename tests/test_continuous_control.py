@@ -6,6 +6,7 @@ import re
 import threading
 import types
 
+import imageio.v2 as imageio
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -121,3 +122,15 @@ def test_mujoco_envs_act_train_a_step_and_checkpoint(tmp_path, env, obs_size, ac
     assert len(learned) == 1 and np.isfinite(learned[0]["loss/total"])
     path = checkpoints.save()
     assert load_policy(path).observations is not None
+    if env == "Walker2d-v5":  # MuJoCo's offscreen renderer films the first episode, or one line says why not
+        video = tmp_path / "walk.gif"
+        run = Proc(seedfleet("eval", "--checkpoint", str(path), "--episodes", "1", "--envs", "1", "--video",
+                             str(video)))
+        code = run.popen.wait(timeout=180)
+        if code == 2:
+            lines = run.output().strip().splitlines()
+            assert len(lines) == 1 and "offscreen renderer needs OpenGL" in lines[0], lines
+        else:
+            assert code == 0, run.output()[-3000:]
+            frames = imageio.mimread(video, memtest=False)
+            assert len(frames) > 2 and len({frame.tobytes() for frame in frames}) > 1

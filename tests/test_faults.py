@@ -68,13 +68,18 @@ def malformed_and_poisoned(address: str, codes: list) -> None:
         message.steps.observations = np.full((len(ids), 4), 1e19, np.float32).tobytes()
         return message
 
+    def nan_obs(ids):
+        message = cartpole_steps(ids)
+        message.steps.observations = np.full((len(ids), 4), np.nan, np.float32).tobytes()
+        return message
+
     def huge_reward(ids):
         message = cartpole_steps(ids)
         message.steps.rewards = np.full(len(ids), 3e38, np.float32).tobytes()
         return message
 
     kinds = [lambda ids: cartpole_steps(ids, drop_byte=True), lambda ids: cartpole_steps([ids[0], 999]),
-             lambda ids: cartpole_steps(ids, nan_reward=True), huge_obs, huge_reward,
+             lambda ids: cartpole_steps(ids, nan_reward=True), huge_obs, nan_obs, huge_reward,
              lambda ids: pb.ActorMessage(hello=pb.Hello(run_id=5, num_envs=2, protocol_version=1))]
     for i, kind in enumerate(kinds):
         rogue = RawActor(address, num_envs=2, run_id=9000 + i)
@@ -178,7 +183,7 @@ def test_the_learner_survives_every_fault_at_once_and_keeps_serving_the_good_act
         worker.start()
     for worker in workers:
         worker.join(timeout=180)
-    assert cycles == [1000] and codes == [grpc.StatusCode.INVALID_ARGUMENT] * 6, (cycles, codes)
+    assert cycles == [1000] and codes == [grpc.StatusCode.INVALID_ARGUMENT] * 7, (cycles, codes)
 
     time.sleep(2 * IDLE_S + 1)  # the silent, stalled, squatting and frozen peers are closed by now
     for stream in (*squatters, silent, stalled):

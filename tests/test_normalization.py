@@ -163,3 +163,31 @@ def test_unrolls_keep_what_the_agent_acted_on_and_returns_stay_the_envs_own():
     assert all(np.abs(u.reward).max() < 100.0 for u in unrolls)  # the scaled rewards are what is trained on
     returns = metrics.take_interval()["returns"]
     assert sorted(returns) == [500.0, 500.0]  # training envs' returns: the env's own rewards
+
+
+def test_wild_float_observations_are_refused_where_the_space_has_no_bounds():
+    """MuJoCo's observation spaces are unbounded: --max-abs-observation is the bound a stream
+    must keep, so one actor's wild values never reach the statistics every env is normalised with."""
+    from seedfleet.server.actor_port import observation_limits
+    from seedfleet.server.assembly import env_config_for
+    from seedfleet.server.config import LearnerConfig
+    from seedfleet.v1 import actor_learner_pb2 as pb
+    from seedfleet.wire import EnvSpec, WireError, decode_steps
+
+    config = LearnerConfig(env="HalfCheetah-v5")
+    spec = EnvSpec.from_proto(env_config_for(config)[0])
+    low, high = observation_limits(config, spec)
+    assert spec.obs_dtype == np.float32 and (low == -1e6).all() and (high == 1e6).all()
+    ok = np.zeros((2, 17), np.float32)
+    for value, refused in ((5e5, False), (2e6, True), (-3e38, True)):
+        obs = ok.copy()
+        obs[1, 3] = value
+        steps = pb.Steps(env_ids=np.arange(2, dtype="<i4").tobytes(), observations=obs.tobytes(),
+                         rewards=np.zeros(2, "<f4").tobytes(), terminated=bytes(2), truncated=bytes(2), first=bytes(2))
+        if refused:
+            with pytest.raises(WireError, match="--max-abs-observation"):
+                decode_steps(steps, (0, 2), spec.obs_shape, spec.obs_dtype, bounds=(low, high))
+        else:
+            decode_steps(steps, (0, 2), spec.obs_shape, spec.obs_dtype, bounds=(low, high))
+    assert observation_limits(LearnerConfig(env="ALE/Pong-v5"), EnvSpec("ALE/Pong-v5", (84, 84), np.dtype(np.uint8),
+                                                                         spec.actions)) is None

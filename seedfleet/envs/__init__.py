@@ -1,7 +1,7 @@
 """Env families behind one interface (family.py), picked by id in one registry
-(registry.py): gymnasium, ALE's C++ vector env, MinAtar, Catch."""
+(registry.py): gymnasium, MuJoCo, ALE's C++ vector env, MinAtar, Catch."""
 
-from seedfleet.envs.family import EnvFamily, StepBatch, VectorEnvs
+from seedfleet.envs.family import Bounds, EnvFamily, StepBatch, VectorEnvs
 from seedfleet.envs.registry import (
     FAMILIES,
     check_env,
@@ -14,5 +14,5 @@ from seedfleet.envs.registry import (
     observation_bounds,
 )
 
-__all__ = ["FAMILIES", "EnvFamily", "StepBatch", "VectorEnvs", "check_env", "describe", "family_for", "family_named",
-           "family_of", "make_envs", "make_envs_from", "observation_bounds"]
+__all__ = ["FAMILIES", "Bounds", "EnvFamily", "StepBatch", "VectorEnvs", "check_env", "describe", "family_for",
+           "family_named", "family_of", "make_envs", "make_envs_from", "observation_bounds"]

@@ -32,14 +32,17 @@ class GymnasiumEnvs:
 
     frame_skip = 1
 
-    def __init__(self, env_id: str, num_envs: int, render_mode: str | None = None):
+    def __init__(self, env_id: str, num_envs: int, render_mode: str | None = None, vectorization_mode: str = "sync",
+                 vector_kwargs: dict | None = None):
+        """`vectorization_mode` and `vector_kwargs` as gymnasium's make_vec takes them (sync: in this process)."""
         env_spec(env_id)  # an unknown id is a UsageError
         if render_mode == "rgb_array":
             # Pictures drawn off screen need no display. Without this, SDL (pygame, which the
             # classic-control envs draw with) looks for one and prints "XDG_RUNTIME_DIR is
             # invalid" on a headless machine. A driver the user chose stays.
             os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-        self.env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync", render_mode=render_mode)
+        self.env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization_mode,
+                                vector_kwargs=vector_kwargs, render_mode=render_mode)
         self.num_envs = self.group_size = num_envs
         self.ready = np.arange(num_envs)
         self.observation_shape = tuple(self.env.single_observation_space.shape)

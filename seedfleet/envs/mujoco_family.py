@@ -43,32 +43,41 @@ class MujocoEnvs(GymnasiumEnvs):
     """K MuJoCo envs stepped together, observations as float32."""
 
     def __init__(self, env_id: str, num_envs: int, render_mode: str | None = None):
+        """With `render_mode` "rgb_array" (eval --video) the envs step in processes of their own,
+        started afresh ("spawn"): Mesa's EGL and TensorFlow, both built on LLVM, crash a process
+        that loads the two, so the pictures are drawn where TensorFlow never loads."""
         try:
             import mujoco
         except ImportError as error:
             raise UsageError(f"{env_id} needs MuJoCo: pip install 'seedfleet[actor]' ({error})") from None
         mujoco.set_mju_user_warning(_log_warning)
-        if render_mode == "rgb_array":
-            os.environ.setdefault("MUJOCO_GL", HEADLESS_GL)  # a backend the user chose stays
+        filming = render_mode == "rgb_array"
+        if filming:
+            os.environ.setdefault("MUJOCO_GL", HEADLESS_GL)  # a backend the user chose stays; children inherit it
         try:
-            super().__init__(env_id, num_envs, render_mode)
+            super().__init__(env_id, num_envs, render_mode, "async" if filming else "sync",
+                             {"context": "spawn"} if filming else None)
         except gym.error.DependencyNotInstalled as error:
             raise UsageError(f"{env_id} needs MuJoCo: pip install 'seedfleet[actor]' ({error})") from None
         self.observation_dtype = np.dtype(np.float32)
-        if render_mode == "rgb_array":
+        if filming:
             self._check_renderer(env_id)
 
     def _check_renderer(self, env_id: str) -> None:
         """UsageError in one line when MuJoCo cannot draw off screen here (no OpenGL)."""
         try:
             self.env.reset(seed=0)
-            self.env.envs[0].render()
+            self.render_first(np.zeros(0))
         except Exception as error:  # noqa: BLE001 - each GL backend fails its own way (ImportError, EGLError, ...)
             self.close()
-            first = (str(error).splitlines() or [type(error).__name__])[0]
+            first = (str(error).strip().splitlines() or [type(error).__name__])[-1]
             raise UsageError(f"{env_id}: MuJoCo's offscreen renderer needs OpenGL, which is not available here "
                              f"(MUJOCO_GL={os.environ.get('MUJOCO_GL')}: {first}); install EGL (libegl1, "
                              "libgl1-mesa-dri) or OSMesa (libosmesa6 with MUJOCO_GL=osmesa), or drop --video") from None
+
+    def render_first(self, observations: np.ndarray) -> np.ndarray:
+        """Env 0's picture, drawn in its own process."""
+        return self.env.call("render")[0]
 
     def reset(self, seeds: list[int] | None = None) -> StepBatch:
         return _as_float32(super().reset(seeds))
