@@ -13,8 +13,9 @@ Both run on the learner's inference thread, before the agent acts (server/infere
     task; episode returns in the metrics stay the env's own.
 
 Evaluation envs are normalised with the statistics but never update them, and no stream's
-float observation beyond --max-abs-observation reaches them (server/actor_port.py closes it). The statistics are kept in checkpoints (`state`, `restore`) and applied the
-same way by `seedfleet eval` and in exported SavedModels (`ObservationNormalizer.apply`).
+float observation beyond --max-abs-observation reaches them (server/actor_port.py closes it).
+The statistics are kept in checkpoints (`state`, `restore`) and applied the same way by
+`seedfleet eval` and in exported SavedModels (`ObservationNormalizer.apply`).
 """
 
 from __future__ import annotations
