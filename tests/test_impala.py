@@ -305,3 +305,67 @@ def test_epochs_take_several_steps_per_batch_and_stretch_the_learning_rate_decay
 def test_epochs_below_one_are_refused():
     with pytest.raises(ValueError, match="epochs"):
         make_agent(epochs=0)
+
+
+def test_gaussian_appo_loss_matches_a_numpy_loop_from_the_equations():
+    """The whole APPO loss on Box actions: Gaussian log-probabilities of the behaviour and the
+    learner's policy, V-trace targets (the paper's sum, tests/test_vtrace.py), the clipped
+    surrogate on normalised one-step advantages, the value loss and the entropy, written out."""
+    from test_vtrace import reference_vtrace
+
+    rng = np.random.default_rng(11)
+    T, B, D, gamma, lam, eps, c_ent = 6, 4, 2, 0.99, 0.95, 0.2, 0.01
+    box = ActionSpec.box((D,), [-1.0] * D, [1.0] * D)
+    config = ImpalaConfig(unroll_length=T, batch_size=B, discount=gamma, vtrace_lambda=lam, clip_ratio=eps,
+                          normalize_advantages=True, entropy_cost=c_ent, reward_clip=10.0)
+    agent = ImpalaAgent(config, NetworkConfig(activation="tanh", shared_torso=False, initial_log_std=-0.5),
+                        AgentContext((3,), np.dtype(np.float32), box, seed=3))
+    batch = make_batch(rng, T, B)
+    batch = batch._replace(action=rng.normal(0, 0.8, (B, T + 1, D)).astype(np.float32),
+                           extras={**batch.extras, "policy": np.concatenate(
+                               [rng.normal(0, 0.5, (B, T + 1, D)), rng.normal(-0.5, 0.2, (B, T + 1, D))],
+                               axis=-1).astype(np.float32)})
+    tm = time_major(batch)
+    loss, metrics = impala_loss(agent.net, config, tm)
+    params, values, _ = agent.net(tm.observation, tm.first, {})
+    params, values = params.numpy().astype(np.float64), values.numpy().astype(np.float64)
+
+    def log_prob(p, a):
+        total = 0.0
+        for d in range(D):
+            mean, log_std = p[d], p[D + d]
+            total += -0.5 * ((a[d] - mean) / np.exp(log_std)) ** 2 - log_std - 0.5 * np.log(2 * np.pi)
+        return total
+
+    rewards, discounts, mask = np.zeros((T, B)), np.zeros((T, B)), np.zeros((T, B))
+    log_rhos, entropy = np.zeros((T, B)), np.zeros((T, B))
+    for t in range(T):
+        for b in range(B):
+            real = not tm.first[t + 1, b]
+            mask[t, b] = real
+            rewards[t, b] = np.clip(tm.reward[t + 1, b], -10, 10)
+            discounts[t, b] = gamma * (not tm.terminated[t + 1, b]) * real
+            a = tm.action[t, b]
+            lp, lmu = log_prob(params[t, b], a), log_prob(tm.extras["policy"][t, b].astype(np.float64), a)
+            log_rhos[t, b] = lp - lmu if real else -np.inf
+            entropy[t, b] = sum(params[t, b, D + d] + 0.5 * np.log(2 * np.pi * np.e) for d in range(D))
+    vs, _ = reference_vtrace(log_rhos, discounts, rewards, values[:-1], values[-1], 1.0, 1.0, lam)
+    vs_next = np.concatenate([vs[1:], values[-1][None]], axis=0)
+    advantages = rewards + discounts * vs_next - values[:-1]
+    n = mask.sum()
+    mean = (mask * advantages).sum() / n
+    std = np.sqrt((mask * (advantages - mean) ** 2).sum() / n)
+    surrogate = 0.0
+    for t in range(T):
+        for b in range(B):
+            ratio = np.exp(log_rhos[t, b]) if mask[t, b] else 1.0
+            a_norm = (advantages[t, b] - mean) / (std + 1e-8)
+            surrogate += mask[t, b] * min(ratio * a_norm, np.clip(ratio, 1 - eps, 1 + eps) * a_norm)
+    pg = -surrogate / (T * B)
+    baseline = (mask * 0.5 * (vs - values[:-1]) ** 2).sum() / (T * B)
+    entropy_loss = -(mask * entropy).sum() / (T * B)
+    np.testing.assert_allclose(metrics["loss/policy"].numpy(), pg, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(metrics["loss/baseline"].numpy(), baseline, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(metrics["loss/entropy"].numpy(), entropy_loss, rtol=1e-5)
+    np.testing.assert_allclose(loss.numpy(), pg + 0.5 * baseline + c_ent * entropy_loss, rtol=1e-4, atol=1e-6)
+    assert "policy/state_information" not in metrics and metrics["policy/action_std"].numpy() > 0
