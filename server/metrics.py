@@ -119,9 +119,11 @@ class Metrics:
     def frames(self) -> int:
         return self.env_steps * self.frame_skip
 
-    def mean_return(self) -> float:
+    def mean_return(self, last: int | None = None) -> float:
+        """The mean return of the window's training episodes, or of its `last` few."""
         with self._lock:
-            return float(np.mean(self._returns)) if self._returns else math.nan
+            returns = list(self._returns)[-last:] if last else self._returns
+            return float(np.mean(returns)) if returns else math.nan
 
     def mean_eval_return(self) -> float:
         with self._lock:
@@ -223,7 +225,7 @@ class Reporter:
 
     CSV_COLUMNS = (
         "elapsed_s", "frames", "env_steps", "frames_per_s", "mean_return_last_100", "episodes", "learner_steps",
-        "learner_steps_per_s", "mean_eval_return_last_100", "memory_gib",
+        "learner_steps_per_s", "mean_eval_return_last_100", "memory_gib", "mean_return_last_20",
     )  # then the trainer's own columns (TrainerThread.PROGRESS_COLUMNS), then DIAGNOSTICS
     # Learner-step metrics written to progress.csv too (means over the interval; empty where the
     # algorithm has none), as these columns: PPO's and IMPALA's usual health checks.
@@ -236,6 +238,7 @@ class Reporter:
         "advantage_std": "advantage/std",
         "policy_entropy": "policy/entropy",
         "state_information": "policy/state_information",  # I(state; action): 0 for a policy blind to its input
+        "action_std": "policy/action_std",  # Box actions: the Gaussian's std, averaged over dimensions
     }
 
     def __init__(self, metrics: Metrics, logdir: Path, queue_depth, summary_writer=None,
@@ -290,7 +293,8 @@ class Reporter:
             "mean_return_last_100": f"{mean_return:.3f}",
             "episodes": self.metrics.episodes, "learner_steps": interval["learner_steps"],
             "learner_steps_per_s": f"{learner_per_s:.2f}", "mean_eval_return_last_100": f"{mean_eval:.3f}",
-            "memory_gib": f"{memory:.3f}", **{column: f"{value:.6g}" for column, value in trainer.items()},
+            "memory_gib": f"{memory:.3f}", "mean_return_last_20": f"{self.metrics.mean_return(20):.3f}",
+            **{column: f"{value:.6g}" for column, value in trainer.items()},
             **{column: f"{interval['losses'][name]:.6g}" if name in interval["losses"] else ""
                for column, name in self.DIAGNOSTICS.items()},
         }
