@@ -3,7 +3,7 @@
 Every algorithm's trainer is a `TrainerThread`: it runs beside the inference thread on
 the same variables, holds `lock` while they change (a checkpoint waits for it), and
 keeps its failure in `error` for the learner's main loop. On-policy agents (IMPALA)
-train on each batch of unrolls once, as it comes; R2D2's trainer (r2d2/trainer.py)
+train on each batch of unrolls once, as it comes; the off-policy algorithms' (replay_trainer.py)
 puts them into replay first.
 
 A learner step whose gradient is not finite changes nothing (optim.apply_clipped); the
@@ -73,7 +73,7 @@ class TrainerThread(threading.Thread):
         self.metrics.add_learner_step(losses)
 
     # What a trainer keeps beside the agent's variables, and reports of its own. An on-policy
-    # trainer keeps nothing; R2D2's keeps its replay (r2d2/trainer.py).
+    # trainer keeps nothing; the replay trainer keeps its replay (replay_trainer.py).
 
     PROGRESS_COLUMNS: tuple[str, ...] = ()  # its columns in progress.csv, in this order
 

@@ -142,7 +142,7 @@ def test_the_wheel_installs_one_top_level_package(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")} == {"seedfleet"}
     for module in ("seedfleet/server/learner.py", "seedfleet/actor_client/actor.py", "seedfleet/envs/ale_family.py",
-                   "seedfleet/algorithms/r2d2/trainer.py", "seedfleet/deploy/cli.py", "seedfleet/bench/learn.py",
+                   "seedfleet/algorithms/replay_trainer.py", "seedfleet/deploy/cli.py", "seedfleet/bench/learn.py",
                    "seedfleet/v1/actor_learner_pb2.py"):
         assert module in names
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()

@@ -89,7 +89,7 @@ def test_bad_input_is_refused():
 
 
 def test_the_learner_refuses_a_replay_that_cannot_fit_in_memory():
-    from seedfleet.algorithms.r2d2.trainer import available_memory_bytes, check_replay_fits, replay_bytes
+    from seedfleet.algorithms.replay_trainer import available_memory_bytes, check_replay_fits, replay_bytes
 
     chunk = {"observation": np.zeros((2, 121, 84, 84), np.uint8), "state": {"h": np.zeros((2, 512), np.float32)}}
     assert replay_bytes(chunk, 10) == 10 * (121 * 84 * 84 + 512 * 4)

@@ -9,8 +9,9 @@ import pytest
 import tensorflow as tf
 
 from seedfleet.algorithms.agent import Unroll
+from seedfleet.algorithms.r2d2.builder import replay_settings
 from seedfleet.algorithms.r2d2.config import R2D2Config
-from seedfleet.algorithms.r2d2.trainer import RATIO_TOLERANCE_BATCHES, ReplayTrainer
+from seedfleet.algorithms.replay_trainer import RATIO_TOLERANCE_BATCHES, ReplayTrainer
 from seedfleet.server.metrics import Metrics
 from seedfleet.server.unroll_queue import UnrollQueue
 
@@ -45,7 +46,7 @@ def test_a_fast_producer_is_held_to_the_replay_ratio():
     agent = SlowAgent()
     queue = UnrollQueue(capacity=2 * BATCH, batch_size=BATCH)
     config = R2D2Config(replay_ratio=RATIO, min_replay_size=8, replay_capacity=1_000, unroll_length=2)
-    trainer = ReplayTrainer(agent, queue, Metrics(frame_skip=1), "/cpu:0", config, seed=0)
+    trainer = ReplayTrainer(agent, queue, Metrics(frame_skip=1), "/cpu:0", replay_settings(config), seed=0)
     agent.trainer = trainer
     chunks = 60
     producer = threading.Thread(target=lambda: [queue.put(chunk()) for _ in range(chunks)])
@@ -73,16 +74,16 @@ def test_a_replay_saved_in_another_layout_is_refused_not_half_loaded():
     with an empty replay, instead of failing the trainer thread at its first insert."""
     config = R2D2Config(replay_capacity=8, checkpoint_replay=True)
     trainer = ReplayTrainer(SlowAgent(), UnrollQueue(capacity=8, batch_size=BATCH), Metrics(frame_skip=1),
-                            "/cpu:0", config, seed=0)
+                            "/cpu:0", replay_settings(config), seed=0)
     trainer.replay.add(chunk().as_nest(), np.ones(CHUNK))
     saved = trainer.state()
     fresh = ReplayTrainer(SlowAgent(), UnrollQueue(capacity=8, batch_size=BATCH), Metrics(frame_skip=1),
-                          "/cpu:0", config, seed=0)
+                          "/cpu:0", replay_settings(config), seed=0)
     assert fresh.restore(saved) == f"replay of {CHUNK:,} sequences"
     assert fresh.progress()["replay_size"] == CHUNK
     older = {("items/q" if key == "items/action" else key): value for key, value in saved.items()}
     with pytest.raises(ValueError, match="laid out otherwise"):
         fresh.restore(older)
     without = ReplayTrainer(SlowAgent(), UnrollQueue(capacity=8, batch_size=BATCH), Metrics(frame_skip=1),
-                            "/cpu:0", R2D2Config(replay_capacity=8), seed=0)
+                            "/cpu:0", replay_settings(R2D2Config(replay_capacity=8)), seed=0)
     assert without.state() is None  # the replay goes into checkpoints only when asked

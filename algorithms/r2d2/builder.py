@@ -9,7 +9,7 @@ from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import is_image
 from seedfleet.algorithms.r2d2.agent import R2D2Agent
 from seedfleet.algorithms.r2d2.config import R2D2Config, ape_x_epsilons
-from seedfleet.algorithms.r2d2.trainer import ReplayTrainer
+from seedfleet.algorithms.replay_trainer import ReplaySettings, ReplayTrainer
 from seedfleet.algorithms.trainer import LearnerStepRecorder, UnrollSource
 from seedfleet.stage_clock import StageClock
 
@@ -26,4 +26,11 @@ def make_agent(config: R2D2Config, network: NetworkConfig, context: AgentContext
 
 def make_trainer(agent: R2D2Agent, queue: UnrollSource, metrics: LearnerStepRecorder, device: str,
                  config: R2D2Config, seed: int, clock: StageClock) -> ReplayTrainer:
-    return ReplayTrainer(agent, queue, metrics, device, config, seed, clock)
+    return ReplayTrainer(agent, queue, metrics, device, replay_settings(config), seed, clock)
+
+
+def replay_settings(config: R2D2Config) -> ReplaySettings:
+    """R2D2's sequences in prioritized replay: each brings unroll_length new env steps."""
+    return ReplaySettings(config.replay_capacity, config.min_replay_size, config.replay_ratio,
+                          config.priority_exponent, config.importance_sampling_exponent, config.checkpoint_replay,
+                          config.unroll_length)

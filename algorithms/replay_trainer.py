@@ -1,27 +1,32 @@
-"""The R2D2 trainer thread: unrolls go into prioritized replay, batches come out of it.
+"""The replay trainer thread of the off-policy algorithms (R2D2, SAC): unrolls go into
+(prioritized) replay, batches come out of it.
 
 The learner holds the replay ratio in both directions, as a rate limiter: it trains on
-one batch whenever the sequences trained on so far stay below `replay_ratio` times the
-sequences inserted, and otherwise waits for new data; and it takes no new sequences
-while it owes more than `RATIO_TOLERANCE_BATCHES` batches of training. The unroll queue
-then fills, the inference thread blocks on it and the actors wait: a slow learner slows
-the actors down rather than training less per env step, so a run learns the same per
-env step on a fast machine and on a slow one.
+one batch whenever the items trained on so far stay below `ReplaySettings.ratio` times the
+items inserted, and otherwise waits for new data; and it takes no new items while it owes
+more than `RATIO_TOLERANCE_BATCHES` batches of training. The unroll queue then fills, the
+inference thread blocks on it and the actors wait: a slow learner slows the actors down
+rather than training less per env step, so a run learns the same per env step on a fast
+machine and on a slow one.
 
-Consecutive sequences of an env share burn_in + 1 rows, so each holds unroll_length new
-env steps: bytes per stored step are counted over those.
+An item is one sequence as the agent's layout cuts them; each brings `steps_per_item` new
+env steps (R2D2: consecutive sequences of an env share burn_in + 1 rows, so unroll_length;
+SAC: one transition), and bytes per stored step are counted over those.
+
+The agent gives each inserted item its priority (`initial_priorities`) and `learn(batch,
+weights)` returns new ones under "priorities"; with a priority exponent of 0 sampling is
+uniform and every weight is 1.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
 
-from seedfleet.algorithms.agent import ROW_FIELDS, Unroll
-from seedfleet.algorithms.r2d2.agent import R2D2Agent
-from seedfleet.algorithms.r2d2.config import R2D2Config
+from seedfleet.algorithms.agent import ROW_FIELDS, Agent, Unroll
 from seedfleet.algorithms.r2d2.replay import PrioritizedReplay
 from seedfleet.algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
 from seedfleet.stage_clock import StageClock
@@ -61,15 +66,28 @@ def check_replay_fits(chunk: dict, capacity: int) -> None:
 RATIO_TOLERANCE_BATCHES = 2  # batches of training the learner may owe before it stops taking data
 
 
+@dataclass(frozen=True)
+class ReplaySettings:
+    """What the replay trainer takes from an algorithm's config."""
+
+    capacity: int  # items kept in replay
+    min_size: int  # items in replay before training starts
+    ratio: float  # items trained on per item inserted, held both ways
+    priority_exponent: float = 0.0  # alpha of prioritized replay (0: uniform)
+    importance_sampling_exponent: float = 0.0  # beta of prioritized replay
+    checkpoint: bool = False  # checkpoints hold the replay too
+    steps_per_item: int = 1  # new env steps each item brings
+
+
 class ReplayTrainer(TrainerThread):
     """`lock` is held while the replay or the variables change (checkpoints wait)."""
 
-    def __init__(self, agent: R2D2Agent, queue: UnrollSource, metrics: LearnerStepRecorder, device: str,
-                 config: R2D2Config, seed: int, clock: StageClock | None = None):
+    def __init__(self, agent: Agent, queue: UnrollSource, metrics: LearnerStepRecorder, device: str,
+                 config: ReplaySettings, seed: int, clock: StageClock | None = None):
         super().__init__(agent, queue, metrics, device, clock)
         self.config = config
         self.replay = PrioritizedReplay(
-            config.replay_capacity, config.priority_exponent, config.importance_sampling_exponent, seed=seed
+            config.capacity, config.priority_exponent, config.importance_sampling_exponent, seed=seed
         )
         self.inserted = 0
         self.trained = 0
@@ -79,7 +97,7 @@ class ReplayTrainer(TrainerThread):
     def state(self) -> dict[str, np.ndarray] | None:
         """With `checkpoint_replay`, the replay and the replay-ratio counters as arrays (call
         with `lock` held); else None, and a restored run starts with an empty replay."""
-        if not self.config.checkpoint_replay:
+        if not self.config.checkpoint:
             return None
         return {**self.replay.to_arrays(), "trainer/inserted": np.asarray(self.inserted),
                 "trainer/trained": np.asarray(self.trained)}
@@ -96,26 +114,26 @@ class ReplayTrainer(TrainerThread):
 
     def progress(self) -> dict[str, float]:
         return {"replay_size": float(len(self.replay)),
-                "replay_bytes_per_step": self.replay.bytes_per_step(self.config.unroll_length)}
+                "replay_bytes_per_step": self.replay.bytes_per_step(self.config.steps_per_item)}
 
     def _owed(self) -> float:
         """Sequences of training the replay ratio asks for and the learner has not done."""
-        return self.config.replay_ratio * self.inserted - self.trained
+        return self.config.ratio * self.inserted - self.trained
 
     def _may_train(self) -> bool:
-        return len(self.replay) >= self.config.min_replay_size and self._owed() >= self.agent.batch_size
+        return len(self.replay) >= self.config.min_size and self._owed() >= self.agent.batch_size
 
     def _may_insert(self) -> bool:
         """Until replay can be sampled, always; then only while the learner keeps up. Owing
         more than the tolerance (at least one batch) implies it may train: no deadlock."""
-        return (len(self.replay) < self.config.min_replay_size
+        return (len(self.replay) < self.config.min_size
                 or self._owed() <= RATIO_TOLERANCE_BATCHES * self.agent.batch_size)
 
     def _insert(self, timeout_s: float) -> None:
         chunk = self.queue.get_chunk(timeout_s)
         while chunk is not None:
             if not len(self.replay):
-                check_replay_fits(chunk.as_nest(), self.config.replay_capacity)
+                check_replay_fits(chunk.as_nest(), self.config.capacity)
             with self.lock:
                 with tf.device(self.device):
                     priorities = self.agent.initial_priorities(chunk)
