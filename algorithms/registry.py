@@ -20,6 +20,7 @@ from seedfleet.algorithms.appo.config import appo_presets
 from seedfleet.algorithms.impala.config import ImpalaConfig, vtrace_presets
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.r2d2.config import R2D2Config, r2d2_presets
+from seedfleet.algorithms.sac.config import SACConfig, sac_presets
 from seedfleet.errors import UsageError
 from seedfleet.settings import ANY_FAMILY, Presets
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from seedfleet.algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
     from seedfleet.stage_clock import StageClock
 
-AlgoConfig = ImpalaConfig | R2D2Config
+AlgoConfig = ImpalaConfig | R2D2Config | SACConfig
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ ALGORITHMS: dict[str, Algorithm] = {
     "appo": Algorithm("appo", ImpalaConfig, appo_presets, IMPALA_BUILDER, lambda _: 1.0, (DISCRETE, BOX)),
     "r2d2": Algorithm("r2d2", R2D2Config, r2d2_presets, "seedfleet.algorithms.r2d2.builder",
                       lambda config: config.replay_ratio),
+    "sac": Algorithm("sac", SACConfig, sac_presets, "seedfleet.algorithms.sac.builder",
+                     lambda config: config.replay_ratio * config.batch_size, (BOX,)),
 }
 
 

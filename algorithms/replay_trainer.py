@@ -77,6 +77,7 @@ class ReplaySettings:
     importance_sampling_exponent: float = 0.0  # beta of prioritized replay
     checkpoint: bool = False  # checkpoints hold the replay too
     steps_per_item: int = 1  # new env steps each item brings
+    owed_from: int = 0  # items inserted before training is owed any (SAC: its random phase; R2D2: from the first)
 
 
 class ReplayTrainer(TrainerThread):
@@ -118,7 +119,7 @@ class ReplayTrainer(TrainerThread):
 
     def _owed(self) -> float:
         """Sequences of training the replay ratio asks for and the learner has not done."""
-        return self.config.ratio * self.inserted - self.trained
+        return self.config.ratio * max(self.inserted - self.config.owed_from, 0) - self.trained
 
     def _may_train(self) -> bool:
         return len(self.replay) >= self.config.min_size and self._owed() >= self.agent.batch_size

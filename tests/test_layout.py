@@ -152,7 +152,7 @@ def test_the_wheel_installs_one_top_level_package(tmp_path):
 CLI_TENSORFLOW_FREE = (
     "deploy/cli.py", "deploy/flags.py", "deploy/launch_config.py", "actor_client/actor.py", "bench/config.py",
     "bench/plot.py", "server/config.py", "algorithms/registry.py", "algorithms/network_config.py",
-    "algorithms/impala/config.py", "algorithms/appo/config.py", "algorithms/r2d2/config.py",
+    "algorithms/impala/config.py", "algorithms/appo/config.py", "algorithms/r2d2/config.py", "algorithms/sac/config.py",
 )
 
 

@@ -1,0 +1,204 @@
+"""SAC acting and learning on one set of variables: a tanh-squashed Gaussian actor, twin
+critics and their Polyak-averaged targets, and the entropy temperature (loss.py has the
+equations).
+
+The learner's inference calls `act`: uniform random actions in the env's bounds for the
+first `learning_starts` training steps, then samples of the actor; evaluation envs act with
+its mean. Replay (algorithms/replay_trainer.py) keeps single transitions, two rows each,
+and `learn` takes one gradient step of each part on a uniform batch of them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from seedfleet.actions import BOX
+from seedfleet.algorithms import optim
+from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature
+from seedfleet.algorithms.distribute import DataParallel
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.networks import Linear, MLPTorso
+from seedfleet.algorithms.sac.config import SACConfig
+from seedfleet.algorithms.sac.loss import (
+    actor_loss,
+    bounded_log_std,
+    critic_loss,
+    critic_targets,
+    masked_mean,
+    polyak_update,
+    squashed_sample,
+    temperature_loss,
+)
+from seedfleet.errors import UsageError
+
+ADAM_EPSILON = 1e-8  # PyTorch's default, which SAC's reference implementations train with
+
+
+class SquashedGaussianActor(tf.Module):
+    """Observations -> (mean, log std) of the Gaussian under the tanh, [B, D] each."""
+
+    def __init__(self, network: NetworkConfig, obs_size: int, action_size: int, rng: np.random.Generator):
+        super().__init__()
+        self.torso = MLPTorso(obs_size, tuple(network.mlp_sizes), rng, network.activation)
+        self.mean = Linear(self.torso.out_size, action_size, 0.01, rng)
+        self.log_std = Linear(self.torso.out_size, action_size, 0.01, rng)
+
+    def __call__(self, obs: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        features = self.torso(obs)
+        return self.mean(features), bounded_log_std(self.log_std(features))
+
+
+class Critic(tf.Module):
+    """(observations, actions scaled to [-1, 1]) -> Q, [B]."""
+
+    def __init__(self, network: NetworkConfig, obs_size: int, action_size: int, rng: np.random.Generator):
+        super().__init__()
+        self.torso = MLPTorso(obs_size + action_size, tuple(network.mlp_sizes), rng, network.activation)
+        self.head = Linear(self.torso.out_size, 1, 1.0, rng)
+
+    def __call__(self, obs: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+        return tf.squeeze(self.head(self.torso(tf.concat([obs, actions], axis=-1))), -1)
+
+
+class SACAgent(tf.Module):
+    def __init__(self, config: SACConfig, network: NetworkConfig, env: AgentContext):
+        super().__init__()
+        if env.actions.kind != BOX:
+            raise UsageError(f"--algo sac acts in Box actions, not {env.actions.describe()}")
+        if len(env.obs_shape) != 1:
+            raise UsageError(f"--algo sac takes vector observations, got shape {env.obs_shape}")
+        if config.batch_size < 1 or config.replay_ratio <= 0:
+            raise UsageError("--batch-size must be at least 1 and --replay-ratio above 0")
+        self.config = config
+        self.actions = env.actions
+        low, high = np.asarray(env.actions.low, np.float32), np.asarray(env.actions.high, np.float32)
+        self.center, self.half_range = tf.constant((high + low) / 2), tf.constant((high - low) / 2)
+        self.target_entropy = -config.target_entropy_scale * env.actions.size
+        self.devices = DataParallel(env.train_devices, config.batch_size)
+        rng = np.random.default_rng(env.seed)
+        obs_size, size = env.obs_shape[0], env.actions.size
+        with self.devices.scope():
+            self.actor = SquashedGaussianActor(network, obs_size, size, rng)
+            self.critics = [Critic(network, obs_size, size, rng) for _ in range(2)]
+            self.targets = [Critic(network, obs_size, size, rng) for _ in range(2)]
+            self.log_alpha = tf.Variable(np.log(config.initial_alpha), dtype=tf.float32, name="log_alpha")
+            self.critic_variables = [v for critic in self.critics for v in critic.trainable_variables]
+            self.target_variables = [v for critic in self.targets for v in critic.trainable_variables]
+            self.actor_optimizer = optim.build(
+                optim.make_optimizer("adam", config.policy_learning_rate, ADAM_EPSILON),
+                self.actor.trainable_variables)
+            self.critic_optimizer = optim.build(
+                optim.make_optimizer("adam", config.q_learning_rate, ADAM_EPSILON), self.critic_variables)
+            self.alpha_optimizer = optim.build(
+                optim.make_optimizer("adam", config.q_learning_rate, ADAM_EPSILON), [self.log_alpha])
+        for target, online in zip(self.target_variables, self.critic_variables, strict=True):
+            target.assign(online)
+        self.layout = SequenceLayout(1)  # one transition: rows x_t and x_{t+1}
+        self.batch_size = config.batch_size
+        self.extras_spec: dict = {}
+        self.evaluation = tf.Variable(np.zeros(env.max_envs, bool), trainable=False, name="evaluation")
+        self.acted = tf.Variable(0, dtype=tf.int64, trainable=False, name="acted")  # training env steps
+        signature = act_signature(env.obs_shape, env.obs_dtype, {})
+        self.act = tf.function(self._act, input_signature=signature)
+        self.policy = tf.function(self._policy, input_signature=signature)
+        self._step, self._gradients = self.devices.compile(self._update, self._shard_gradients, network.jit_compile)
+
+    def checkpointed(self) -> dict[str, tf.Module | tf.Variable]:
+        """The actor, both critics and their targets, the temperature, the three optimizers, and
+        the training steps acted (so a resumed run does not start its random phase again)."""
+        return {"actor": self.actor, "critic1": self.critics[0], "critic2": self.critics[1],
+                "target1": self.targets[0], "target2": self.targets[1], "log_alpha": self.log_alpha,
+                "actor_optimizer": self.actor_optimizer, "critic_optimizer": self.critic_optimizer,
+                "alpha_optimizer": self.alpha_optimizer, "acted": self.acted}
+
+    def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
+        return {}
+
+    def assign_envs(self, lo: int, hi: int, evaluation: bool) -> None:
+        """Env ids lo..hi-1 have a new owner: evaluation envs act with the actor's mean."""
+        self.evaluation[lo:hi].assign(np.full(hi - lo, evaluation))
+
+    def initial_priorities(self, chunk: Unroll) -> tf.Tensor:
+        """Uniform replay: every transition weighs the same."""
+        return tf.ones(chunk.size)
+
+    def _scaled(self, actions: tf.Tensor) -> tf.Tensor:
+        """Env-unit actions to [-1, 1], as the critics read them."""
+        return (actions - self.center) / self.half_range
+
+    def _act(self, obs, reward, first, env_ids, state):
+        del reward, first, state
+        mean, log_std = self.actor(tf.cast(obs, tf.float32))
+        sampled, _ = squashed_sample(mean, log_std, tf.random.normal(tf.shape(mean)), self.center, self.half_range)
+        uniform = self.center + self.half_range * tf.random.uniform(tf.shape(mean), -1.0, 1.0)
+        warming_up = self.acted < self.config.learning_starts
+        evaluating = tf.gather(self.evaluation, env_ids)
+        actions = tf.where(evaluating[:, None], self.center + self.half_range * tf.tanh(mean),
+                           tf.where(warming_up, uniform, sampled))
+        self.acted.assign_add(tf.reduce_sum(tf.cast(tf.logical_not(evaluating), tf.int64)))
+        return actions, {}, {}
+
+    def _policy(self, obs, reward, first, env_ids, state):
+        """The greedy policy (evaluation, export): c + s tanh(mean); returns (actions, [mean, log std], state)."""
+        del reward, first, env_ids, state
+        mean, log_std = self.actor(tf.cast(obs, tf.float32))
+        return self.center + self.half_range * tf.tanh(mean), tf.concat([mean, log_std], axis=-1), {}
+
+    def learn(self, batch: Unroll, weights: np.ndarray | None = None) -> dict:
+        """One update of the critics, the actor and the temperature on a batch of transitions
+        (batch-major, two rows each), shared out over the training devices; uniform replay, so
+        `weights` are all 1 and the priorities it returns too. "skipped_steps" is 1 if a
+        non-finite gradient left the variables as they were."""
+        if weights is None:
+            weights = np.ones(self.batch_size, np.float32)
+        out = self._step(*self.devices.shard((batch, weights)))
+        return {**out, "priorities": tf.ones(self.batch_size)}
+
+    def _shard_gradients(self, batch: Unroll, weights: tf.Tensor) -> tuple[list, list, list, dict]:
+        """Each part's gradients and the metrics on one device's shard of transitions."""
+        del weights  # uniform replay
+        obs, next_obs = tf.cast(batch.observation[:, 0], tf.float32), tf.cast(batch.observation[:, 1], tf.float32)
+        actions, rewards = batch.action[:, 0], tf.cast(batch.reward[:, 1], tf.float32)
+        mask = 1.0 - tf.cast(batch.first[:, 1], tf.float32)  # the step into a reset observation is no transition
+        discounts = self.config.discount * (1.0 - tf.cast(batch.terminated[:, 1], tf.float32))
+        alpha = tf.exp(self.log_alpha)
+        next_mean, next_log_std = self.actor(next_obs)
+        next_actions, next_log_prob = squashed_sample(next_mean, next_log_std, tf.random.normal(tf.shape(next_mean)),
+                                                      self.center, self.half_range)
+        next_scaled = self._scaled(next_actions)
+        targets = critic_targets(rewards, discounts, self.targets[0](next_obs, next_scaled),
+                                 self.targets[1](next_obs, next_scaled), next_log_prob, alpha)
+        with tf.GradientTape(persistent=True) as tape:
+            q1, q2 = (critic(obs, self._scaled(actions)) for critic in self.critics)
+            loss_critic = critic_loss(q1, q2, targets, mask)
+            mean, log_std = self.actor(obs)
+            pi_actions, log_prob = squashed_sample(mean, log_std, tf.random.normal(tf.shape(mean)), self.center,
+                                                   self.half_range)
+            pi_scaled = self._scaled(pi_actions)
+            loss_actor = actor_loss(log_prob, self.critics[0](obs, pi_scaled), self.critics[1](obs, pi_scaled),
+                                    alpha, mask)
+            loss_alpha = temperature_loss(self.log_alpha, log_prob, self.target_entropy, mask)
+        grads = (tape.gradient(loss_critic, self.critic_variables),
+                 tape.gradient(loss_actor, self.actor.trainable_variables),
+                 tape.gradient(loss_alpha, [self.log_alpha]))
+        metrics = {"loss/critic": loss_critic, "loss/actor": loss_actor, "loss/temperature": loss_alpha,
+                   "sac/alpha": alpha, "sac/q": masked_mean(0.5 * (q1 + q2), mask),
+                   "sac/target": masked_mean(targets, mask), "policy/entropy": -masked_mean(log_prob, mask),
+                   "policy/action_std": tf.reduce_mean(tf.exp(log_std))}
+        return (*grads, metrics)
+
+    def _update(self, batch: Unroll, weights: tf.Tensor) -> dict:
+        """The learner step on a batch (one device) or its shards (several: the devices' mean
+        gradients), then the targets' Polyak step."""
+        critic_grads, actor_grads, alpha_grads, metrics = self.devices.mean(
+            self.devices.run(self._gradients, batch, weights))
+        metrics["grad_norm/critic"], critic_ok = optim.apply_clipped(self.critic_optimizer, critic_grads,
+                                                                      self.critic_variables)
+        metrics["grad_norm/actor"], actor_ok = optim.apply_clipped(self.actor_optimizer, actor_grads,
+                                                                    self.actor.trainable_variables)
+        if self.config.autotune_alpha:
+            optim.apply_clipped(self.alpha_optimizer, alpha_grads, [self.log_alpha])
+        polyak_update(self.target_variables, self.critic_variables, self.config.tau)
+        metrics["skipped_steps"] = 1.0 - tf.cast(tf.logical_and(critic_ok, actor_ok), tf.float32)
+        return metrics

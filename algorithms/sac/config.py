@@ -1,0 +1,39 @@
+"""SAC's hyperparameters (Haarnoja et al., 2018, with the automatic temperature; CleanRL's
+sac_continuous_action.py values) and its task defaults (TensorFlow-free: the CLI reads them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from seedfleet.actions import BOX
+from seedfleet.settings import ANY_FAMILY, Presets, task_presets
+
+
+@dataclass
+class SACConfig:
+    discount: float = 0.99  # gamma
+    batch_size: int = 256  # transitions per gradient update
+    replay_ratio: float = 1.0  # gradient updates per env step, held both ways by the learner
+    buffer_size: int = 1_000_000  # transitions kept in replay
+    learning_starts: int = 5_000  # env steps of uniform random actions before training starts
+    policy_learning_rate: float = 3e-4  # Adam step size of the actor
+    q_learning_rate: float = 1e-3  # Adam step size of the twin critics and of the temperature
+    tau: float = 0.005  # Polyak averaging of the target critics: theta' <- tau theta + (1 - tau) theta'
+    initial_alpha: float = 1.0  # the entropy temperature at the start
+    autotune_alpha: bool = True  # tune alpha towards the target entropy; false: alpha stays initial_alpha
+    target_entropy_scale: float = 1.0  # the target entropy is -scale x the action's dimensions
+    checkpoint_replay: bool = False  # checkpoints hold the replay too
+
+
+# Box actions on any env family: CleanRL's networks (256-256 ReLU MLPs for the actor and each
+# critic), no observation normalisation or reward scaling (neither CleanRL's nor SB3's SAC has
+# them), the budget where the MuJoCo references are read.
+SAC_BOX = Presets(
+    network={"torso": "mlp", "mlp_sizes": (256, 256), "activation": "relu", "jit_compile": True},
+    learner={"normalize_observations": False, "scale_rewards": False, "max_frames": 1_000_000},
+)
+SAC_PRESETS = {(ANY_FAMILY, BOX): SAC_BOX}  # (env family, kind of actions)
+
+
+def sac_presets(family: str, kind: str) -> Presets:
+    return task_presets(SAC_PRESETS, family, kind)

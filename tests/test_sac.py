@@ -1,0 +1,152 @@
+"""SAC's equations (algorithms/sac/loss.py) against NumPy written from the paper, and its agent
+acting and learning on the learner's own path."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from seedfleet.actions import ActionSpec
+from seedfleet.algorithms.agent import AgentContext, Unroll
+from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.sac.agent import SACAgent
+from seedfleet.algorithms.sac.config import SACConfig
+from seedfleet.algorithms.sac.loss import (
+    actor_loss,
+    critic_loss,
+    critic_targets,
+    polyak_update,
+    squashed_sample,
+    temperature_loss,
+)
+
+LOW, HIGH = np.array([-2.0, 0.0]), np.array([2.0, 1.0])
+CENTER, HALF = (HIGH + LOW) / 2, (HIGH - LOW) / 2
+
+
+def squash(u: np.ndarray) -> np.ndarray:
+    return CENTER + HALF * np.tanh(u)
+
+
+def reference_log_prob(mean, log_std, u) -> np.ndarray:
+    """log pi(a) by the change of variables, with the Jacobian da/du taken by central finite
+    differences of the squashing itself, dimension by dimension (it is diagonal)."""
+    h = 1e-5
+    jacobian = (squash(u + h) - squash(u - h)) / (2 * h)
+    std = np.exp(log_std)
+    gaussian = -0.5 * ((u - mean) / std) ** 2 - log_std - 0.5 * np.log(2 * np.pi)
+    return np.sum(gaussian - np.log(jacobian), axis=-1)
+
+
+def test_the_squashed_log_probability_is_the_gaussians_less_the_log_jacobian():
+    rng = np.random.default_rng(0)
+    mean = rng.normal(0, 1.5, (64, 2))
+    log_std = rng.uniform(-2, 0.5, (64, 2))
+    noise = rng.normal(size=(64, 2))
+    actions, log_prob = squashed_sample(*(tf.constant(x, tf.float64) for x in (mean, log_std, noise, CENTER, HALF)))
+    u = mean + np.exp(log_std) * noise
+    np.testing.assert_allclose(actions.numpy(), squash(u), rtol=1e-12)
+    assert ((actions.numpy() >= LOW) & (actions.numpy() <= HIGH)).all()
+    np.testing.assert_allclose(log_prob.numpy(), reference_log_prob(mean, log_std, u), rtol=1e-6, atol=1e-6)
+    # far in the tails, where tanh(u) rounds to 1 in float32, the log-probability stays finite
+    _, tail = squashed_sample(*(tf.constant(x, tf.float32) for x in ([[30.0, -30.0]], [[0.0, 0.0]], [[0.0, 0.0]],
+                                                                     CENTER, HALF)))
+    assert np.isfinite(tail.numpy()).all()
+
+
+def test_the_policys_entropy_estimate_matches_monte_carlo_over_the_density():
+    """-E[log pi(a)] from the squashed samples against a Monte Carlo estimate from NumPy alone."""
+    mean, log_std = np.array([0.3, -0.8]), np.array([-0.5, 0.2])
+    n = 200_000
+    rng = np.random.default_rng(1)
+    noise = rng.normal(size=(n, 2))
+    _, log_prob = squashed_sample(*(tf.constant(x, tf.float64) for x in (np.tile(mean, (n, 1)),
+                                                                        np.tile(log_std, (n, 1)), noise, CENTER, HALF)))
+    u = mean + np.exp(log_std) * rng.normal(size=(n, 2))  # fresh samples for the reference
+    reference = -np.mean(reference_log_prob(mean, log_std, u))
+    assert abs(-log_prob.numpy().mean() - reference) < 0.02
+
+
+def test_critic_actor_and_temperature_losses_match_numpy_loops():
+    rng = np.random.default_rng(2)
+    n, gamma, alpha, target_entropy = 16, 0.99, 0.2, -2.0
+    rewards, next_q1, next_q2, next_logp, q1, q2, logp = (rng.normal(size=n) for _ in range(7))
+    terminal = rng.random(n) < 0.2
+    mask = (rng.random(n) > 0.1).astype(np.float64)
+    discounts = gamma * (1 - terminal)
+    t = {k: tf.constant(v, tf.float64) for k, v in dict(rewards=rewards, discounts=discounts, next_q1=next_q1,
+                                                         next_q2=next_q2, next_logp=next_logp, q1=q1, q2=q2,
+                                                         logp=logp, mask=mask).items()}
+    alpha_t = tf.constant(alpha, tf.float64)
+    targets = critic_targets(t["rewards"], t["discounts"], t["next_q1"], t["next_q2"], t["next_logp"], alpha_t)
+    expected_targets = np.array([rewards[i] + (0.0 if terminal[i] else gamma) *
+                                 (min(next_q1[i], next_q2[i]) - alpha * next_logp[i]) for i in range(n)])
+    np.testing.assert_allclose(targets.numpy(), expected_targets, rtol=1e-12)
+    real = mask.sum()
+    np.testing.assert_allclose(critic_loss(t["q1"], t["q2"], targets, t["mask"]).numpy(),
+                               sum(mask[i] * ((q1[i] - expected_targets[i]) ** 2 + (q2[i] - expected_targets[i]) ** 2)
+                                   for i in range(n)) / real, rtol=1e-12)
+    np.testing.assert_allclose(actor_loss(t["logp"], t["q1"], t["q2"], alpha_t, t["mask"]).numpy(),
+                               sum(mask[i] * (alpha * logp[i] - min(q1[i], q2[i])) for i in range(n)) / real,
+                               rtol=1e-12)
+    log_alpha = tf.Variable(np.log(alpha), dtype=tf.float64)
+    with tf.GradientTape() as tape:
+        loss = temperature_loss(log_alpha, t["logp"], target_entropy, t["mask"])
+    expected = sum(mask[i] * -alpha * (logp[i] + target_entropy) for i in range(n)) / real
+    np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-12)
+    np.testing.assert_allclose(tape.gradient(loss, log_alpha).numpy(), expected, rtol=1e-12)  # d/dlog a of -a(...)
+
+
+def test_polyak_moves_each_target_a_tau_share_of_the_way():
+    online = [tf.Variable([1.0, 2.0]), tf.Variable([[3.0]])]
+    target = [tf.Variable([0.0, 0.0]), tf.Variable([[1.0]])]
+    polyak_update(target, online, 0.1)
+    np.testing.assert_allclose(target[0].numpy(), [0.1, 0.2], rtol=1e-6)
+    np.testing.assert_allclose(target[1].numpy(), [[1.2]], rtol=1e-6)
+
+
+def sac_agent(**overrides) -> SACAgent:
+    config = SACConfig(batch_size=8, learning_starts=4, **overrides)
+    return SACAgent(config, NetworkConfig(mlp_sizes=(32, 32), jit_compile=False),
+                    AgentContext((3,), np.dtype(np.float32), ActionSpec.box((1,), [-2.0], [2.0]), max_envs=8))
+
+
+def test_sac_acts_randomly_then_from_its_actor_and_greedily_on_evaluation_envs():
+    agent = sac_agent()
+    agent.assign_envs(4, 8, evaluation=True)
+    obs = np.random.default_rng(3).normal(size=(8, 3)).astype(np.float32)
+    ids = np.arange(8, dtype=np.int32)
+    args = (obs, np.zeros(8, np.float32), np.zeros(8, bool), ids, {})
+    first, _, _ = agent.act(*args)
+    assert int(agent.acted.numpy()) == 4  # training envs only
+    greedy = agent.policy(*args)[0].numpy()
+    np.testing.assert_allclose(first.numpy()[4:], greedy[4:], rtol=1e-6)  # evaluation envs: the mean
+    assert (np.abs(first.numpy()) <= 2.0).all()
+    later = np.stack([agent.act(*args)[0].numpy() for _ in range(3)])
+    assert (np.abs(later) <= 2.0).all() and not np.allclose(later[0, :4], later[1, :4])
+
+
+def transitions(rng, n: int) -> Unroll:
+    first = np.zeros((n, 2), bool)
+    first[0, 1] = True  # a step into a reset observation: no transition
+    terminated = np.zeros((n, 2), bool)
+    terminated[1, 1] = True
+    return Unroll(observation=rng.normal(size=(n, 2, 3)).astype(np.float32), first=first,
+                  reward=rng.normal(size=(n, 2)).astype(np.float32), terminated=terminated,
+                  truncated=np.zeros((n, 2), bool), life_lost=np.zeros((n, 2), bool),
+                  action=rng.uniform(-2, 2, (n, 2, 1)).astype(np.float32), extras={}, state={})
+
+
+@pytest.mark.parametrize("autotune", [True, False])
+def test_a_learner_step_moves_critics_actor_temperature_and_targets(autotune):
+    agent = sac_agent(autotune_alpha=autotune, tau=0.5)
+    before = {name: [v.numpy().copy() for v in module.trainable_variables]
+              for name, module in (("actor", agent.actor), ("critic", agent.critics[0]), ("target", agent.targets[0]))}
+    alpha = float(tf.exp(agent.log_alpha))
+    out = agent.learn(transitions(np.random.default_rng(4), 8))
+    assert out["skipped_steps"].numpy() == 0 and out["priorities"].shape == (8,)
+    for name, module in (("actor", agent.actor), ("critic", agent.critics[0]), ("target", agent.targets[0])):
+        assert any(not np.allclose(a, b.numpy()) for a, b in zip(before[name], module.trainable_variables, strict=True))
+    assert (float(tf.exp(agent.log_alpha)) != alpha) == autotune
+    for target, online, old in zip(agent.targets[0].trainable_variables, agent.critics[0].trainable_variables,
+                                   before["target"], strict=True):
+        np.testing.assert_allclose(target.numpy(), 0.5 * online.numpy() + 0.5 * old, rtol=1e-5, atol=1e-6)
