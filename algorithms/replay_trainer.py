@@ -93,7 +93,7 @@ class ReplayTrainer(TrainerThread):
         self.inserted = 0
         self.trained = 0
 
-    PROGRESS_COLUMNS = ("replay_size", "replay_bytes_per_step")
+    PROGRESS_COLUMNS = ("replay_size", "replay_bytes_per_step", "replay_ratio_held")
 
     def state(self) -> dict[str, np.ndarray] | None:
         """With `checkpoint_replay`, the replay and the replay-ratio counters as arrays (call
@@ -114,8 +114,11 @@ class ReplayTrainer(TrainerThread):
         return f"replay of {len(self.replay):,} sequences"
 
     def progress(self) -> dict[str, float]:
+        owed_for = max(self.inserted - self.config.owed_from, 0)
         return {"replay_size": float(len(self.replay)),
-                "replay_bytes_per_step": self.replay.bytes_per_step(self.config.steps_per_item)}
+                "replay_bytes_per_step": self.replay.bytes_per_step(self.config.steps_per_item),
+                # items trained on over what the ratio asks for the items inserted since training was owed: 1 when held
+                "replay_ratio_held": self.trained / (self.config.ratio * owed_for) if owed_for else float("nan")}
 
     def _owed(self) -> float:
         """Sequences of training the replay ratio asks for and the learner has not done."""

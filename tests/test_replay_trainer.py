@@ -87,3 +87,34 @@ def test_a_replay_saved_in_another_layout_is_refused_not_half_loaded():
     without = ReplayTrainer(SlowAgent(), UnrollQueue(capacity=8, batch_size=BATCH), Metrics(frame_skip=1),
                             "/cpu:0", replay_settings(R2D2Config(replay_capacity=8)), seed=0)
     assert without.state() is None  # the replay goes into checkpoints only when asked
+
+
+def test_sac_is_owed_training_only_after_its_random_steps_and_then_held_to_one_update_per_step():
+    """SAC's settings: a batch of BATCH transitions per env step, nothing owed for the
+    learning_starts random steps; a slow learner (5 ms a step) holds a fast producer to it."""
+    from seedfleet.algorithms.sac.builder import replay_settings as sac_settings
+    from seedfleet.algorithms.sac.config import SACConfig
+
+    settings = sac_settings(SACConfig(batch_size=BATCH, learning_starts=8, replay_ratio=1.0))
+    assert (settings.ratio, settings.min_size, settings.owed_from) == (BATCH, 8, 8)
+    agent = SlowAgent()
+    queue = UnrollQueue(capacity=2 * BATCH, batch_size=BATCH)
+    trainer = ReplayTrainer(agent, queue, Metrics(frame_skip=1), "/cpu:0", settings, seed=0)
+    agent.trainer = trainer
+    chunks = 30
+    producer = threading.Thread(target=lambda: [queue.put(chunk()) for _ in range(chunks)])
+    trainer.start()
+    producer.start()
+    producer.join(timeout=60)
+    deadline = time.monotonic() + 30
+    while trainer.inserted < chunks * CHUNK and time.monotonic() < deadline:
+        time.sleep(0.01)
+    while trainer._owed() >= BATCH and time.monotonic() < deadline + 30:  # the learner works off what it owes
+        time.sleep(0.01)
+    trainer.stopping.set()
+    queue.close()
+    trainer.join(timeout=10)
+    assert trainer.error is None and trainer.inserted == chunks * CHUNK
+    updates, steps = trainer.trained // BATCH, trainer.inserted - 8
+    assert steps - 1 <= updates <= steps  # one update per env step after the random ones, not for them
+    assert 0.95 <= trainer.progress()["replay_ratio_held"] <= 1.0
