@@ -14,8 +14,8 @@ from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.deploy.cli import build_parser, main
 
 
-@pytest.mark.parametrize("command,algo", [("learner", "vtrace"), ("learner", "r2d2"), ("actor", "vtrace"),
-                                         ("run", "vtrace"), ("run", "r2d2"), ("bench", "vtrace")])
+@pytest.mark.parametrize("command,algo", [("learner", "vtrace"), ("learner", "r2d2"), ("learner", "sac"),
+                                         ("actor", "vtrace"), ("run", "vtrace"), ("run", "r2d2"), ("bench", "vtrace")])
 def test_every_flag_is_in_the_readme(command, algo):
     readme = (ROOT / "README.md").read_text()
     section = readme.split(f"### `seedfleet {command}`")[1].split("\n## ")[0]
