@@ -302,7 +302,8 @@ class Reporter:
             csv.DictWriter(f, self.csv_fields, extrasaction="ignore", lineterminator="\n").writerow(row)
         evaluation = f"eval(100) {mean_eval:.1f}  " if self.metrics.eval_episodes else ""
         along = self.progress.update(now, frames, self.metrics.target_mean())
-        own = "".join(f"{column.replace('_', ' ')} {value:,.0f}  " for column, value in trainer.items())
+        own = "".join(f"{column.replace('_', ' ')} {value:,.0f}  " if abs(value) >= 10 else
+                      f"{column.replace('_', ' ')} {value:.2f}  " for column, value in trainer.items())
         return (
             f"frames {frames:,}  {along + '  ' if along else ''}fps {steps_per_s * self.metrics.frame_skip:,.0f}  "
             f"return(100) {mean_return:.1f}  {evaluation}episodes {self.metrics.episodes:,}  "
