@@ -61,6 +61,7 @@ def test_the_actor_image_installs_no_tensorflow():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     actor, learner, gpu = (requirements(project, extra) for extra in ("actor", "learner", "gpu"))
     assert "grpcio-health-checking==1.85.1" in actor and "grpcio==1.85.1" in actor
+    assert any(r.startswith("mujoco==") for r in actor)  # the actor image (compose, Kubernetes) steps MuJoCo's envs
     assert not [r for r in actor if r.startswith(("tensorflow", "tensorboard"))]
     assert set(actor) < set(learner) and "tensorflow==2.21.0" in learner
     assert set(learner) < set(gpu) and "tensorflow[and-cuda]==2.21.0" in gpu
