@@ -42,13 +42,13 @@ def chunk() -> Unroll:
                   life_lost=rows == 1, action=rows, extras={}, state={"h": np.zeros((CHUNK, 2), np.float32)})
 
 
-def test_a_fast_producer_is_held_to_the_replay_ratio():
+def produce_and_train(settings, chunks: int) -> tuple[SlowAgent, ReplayTrainer]:
+    """A producer puts `chunks` chunks as fast as the queue takes them while the trainer runs;
+    returns once everything is inserted and the trainer has worked off what it owed."""
     agent = SlowAgent()
     queue = UnrollQueue(capacity=2 * BATCH, batch_size=BATCH)
-    config = R2D2Config(replay_ratio=RATIO, min_replay_size=8, replay_capacity=1_000, unroll_length=2)
-    trainer = ReplayTrainer(agent, queue, Metrics(frame_skip=1), "/cpu:0", replay_settings(config), seed=0)
+    trainer = ReplayTrainer(agent, queue, Metrics(frame_skip=1), "/cpu:0", settings, seed=0)
     agent.trainer = trainer
-    chunks = 60
     producer = threading.Thread(target=lambda: [queue.put(chunk()) for _ in range(chunks)])
     trainer.start()
     producer.start()
@@ -56,12 +56,18 @@ def test_a_fast_producer_is_held_to_the_replay_ratio():
     deadline = time.monotonic() + 30
     while trainer.inserted < chunks * CHUNK and time.monotonic() < deadline:
         time.sleep(0.01)
-    time.sleep(0.2)  # the trainer works off what it owes
+    while trainer._owed() >= BATCH and time.monotonic() < deadline + 30:  # the learner works off what it owes
+        time.sleep(0.01)
     trainer.stopping.set()
     queue.close()
     trainer.join(timeout=10)
-    assert trainer.error is None
-    assert trainer.inserted == chunks * CHUNK
+    assert trainer.error is None and trainer.inserted == chunks * CHUNK
+    return agent, trainer
+
+
+def test_a_fast_producer_is_held_to_the_replay_ratio():
+    config = R2D2Config(replay_ratio=RATIO, min_replay_size=8, replay_capacity=1_000, unroll_length=2)
+    agent, trainer = produce_and_train(replay_settings(config), chunks=60)
     # the producer could have put everything in at once; it waited for the learner instead
     assert max(agent.owed_at_steps) <= RATIO_TOLERANCE_BATCHES * BATCH + RATIO * CHUNK
     assert min(agent.owed_at_steps) >= BATCH  # and never trained beyond the ratio
@@ -97,24 +103,7 @@ def test_sac_is_owed_training_only_after_its_random_steps_and_then_held_to_one_u
 
     settings = sac_settings(SACConfig(batch_size=BATCH, learning_starts=8, replay_ratio=1.0))
     assert (settings.ratio, settings.min_size, settings.owed_from) == (BATCH, 8, 8)
-    agent = SlowAgent()
-    queue = UnrollQueue(capacity=2 * BATCH, batch_size=BATCH)
-    trainer = ReplayTrainer(agent, queue, Metrics(frame_skip=1), "/cpu:0", settings, seed=0)
-    agent.trainer = trainer
-    chunks = 30
-    producer = threading.Thread(target=lambda: [queue.put(chunk()) for _ in range(chunks)])
-    trainer.start()
-    producer.start()
-    producer.join(timeout=60)
-    deadline = time.monotonic() + 30
-    while trainer.inserted < chunks * CHUNK and time.monotonic() < deadline:
-        time.sleep(0.01)
-    while trainer._owed() >= BATCH and time.monotonic() < deadline + 30:  # the learner works off what it owes
-        time.sleep(0.01)
-    trainer.stopping.set()
-    queue.close()
-    trainer.join(timeout=10)
-    assert trainer.error is None and trainer.inserted == chunks * CHUNK
+    _, trainer = produce_and_train(settings, chunks=30)
     updates, steps = trainer.trained // BATCH, trainer.inserted - 8
     assert steps - 1 <= updates <= steps  # one update per env step after the random ones, not for them
     assert 0.95 <= trainer.progress()["replay_ratio_held"] <= 1.0
