@@ -101,6 +101,8 @@ CASES = {
                         REFERENCES["HalfCheetah-v5"]),
     "hopper": Case("Hopper-v4", "appo", 1_000_000, (100_000, 300_000, 500_000, 1_000_000), (),
                    REFERENCES["Hopper-v4"]),
+    # SAC (issue 40, in progress): Pendulum at 20k env steps, where its greedy evaluation is read
+    "pendulum-sac": Case("Pendulum-v1", "sac", 20_000, (5_000, 10_000, 20_000), (), REFERENCES["Pendulum-v1 (SAC)"]),
 }
 
 

@@ -127,4 +127,13 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {  # by env id
                   "openrlbenchmark static/baseline_vs_cleanrl.md: baselines ppo2 Hopper-v2 2158.65 +- 302.33 at "
                   "1M steps", {1_000_000: 2158.7}),
     ),
+    "Pendulum-v1 (SAC)": (
+        Reference("SAC, rl-baselines3-zoo (SB3 defaults, lr 1e-3), deterministic evaluation, 1 run",
+                  "DLR-RM/rl-baselines3-zoo benchmark.md (commit 22e3ff2): sac Pendulum-v1 -156.995 +- 88.714 at "
+                  "20k steps; hyperparams/sac.yml: n_timesteps 20000, learning_rate 1e-3, the rest SB3's "
+                  "defaults (learning_starts 100, batch 256, one update per step)", {20_000: -157.0}),
+        Reference("SAC, RLlib tuned example",
+                  "ray-project/ray rllib/tuned_examples/sac/pendulum-sac.yaml (commit 048f73e): \"Pendulum SAC can "
+                  "attain -150+ reward in 6-7k\" (drawn at 7k)", {7_000: -150.0}),
+    ),
 }
