@@ -4,7 +4,7 @@ before TensorFlow first lists its devices, hence a process of its own:
   python tests/logical_devices.py cli ARGS...   `seedfleet ARGS...` (deploy.cli) on 2 CPU devices
   python tests/logical_devices.py agents        one learner step on 2 devices against the same step
                                                 on 1, and checkpoints written on one restored on the
-                                                other, for IMPALA and R2D2; exits non-zero on a mismatch
+                                                other, for IMPALA and R2D2 (and SAC's step); exits non-zero on a mismatch
 """
 
 from __future__ import annotations
@@ -98,6 +98,34 @@ def check_agents(devices: tuple[str, ...]) -> None:
                         target.initial_state(5))
                 np.testing.assert_allclose(source.policy(*args)[1], target.policy(*args)[1], rtol=1e-5)
         print(f"{name}: 3 learner steps on 2 devices equal those on 1; checkpoints restore both ways", flush=True)
+    check_sac(devices)
+
+
+def check_sac(devices: tuple[str, ...]) -> None:
+    """SAC's step (critics, actor, temperature, Polyak) on two devices equals the step on one."""
+    from test_sac import transitions
+
+    from seedfleet.actions import ActionSpec
+    from seedfleet.algorithms.agent import AgentContext
+    from seedfleet.algorithms.network_config import NetworkConfig
+    from seedfleet.algorithms.sac.agent import SACAgent
+    from seedfleet.algorithms.sac.config import SACConfig
+
+    def make(d):
+        return SACAgent(SACConfig(batch_size=8), NetworkConfig(mlp_sizes=(16, 16), jit_compile=False),
+                        AgentContext((3,), np.dtype(np.float32), ActionSpec.box((1,), [-2.0], [2.0]), train_devices=d))
+
+    one, two = make(()), make(devices)
+    assert_same(one, two, "sac: the same initial variables")
+    rng = np.random.default_rng(5)
+    for step in range(3):
+        batch = transitions(rng, 8)
+        out_one, out_two = one.learn(batch), two.learn(batch)
+        for key in ("loss/critic", "loss/actor", "grad_norm/critic"):
+            np.testing.assert_allclose(float(out_one[key]), float(out_two[key]), rtol=1e-4,
+                                       err_msg=f"sac {step}: {key}")
+        assert_same(one, two, f"sac: after learner step {step}", atol=1e-5)
+    print("sac: 3 learner steps on 2 devices equal those on 1", flush=True)
 
 
 if __name__ == "__main__":

@@ -97,6 +97,7 @@ class SACAgent(tf.Module):
         self.layout = SequenceLayout(1)  # one transition: rows x_t and x_{t+1}
         self.batch_size = config.batch_size
         self.extras_spec: dict = {}
+        self._rng = np.random.default_rng(env.seed)  # the learner step's noise, drawn here and sharded with its batch
         self.evaluation = tf.Variable(np.zeros(env.max_envs, bool), trainable=False, name="evaluation")
         self.acted = tf.Variable(0, dtype=tf.int64, trainable=False, name="acted")  # training env steps
         signature = act_signature(env.obs_shape, env.obs_dtype, {})
@@ -152,10 +153,13 @@ class SACAgent(tf.Module):
         non-finite gradient left the variables as they were."""
         if weights is None:
             weights = np.ones(self.batch_size, np.float32)
-        out = self._step(*self.devices.shard((batch, weights)))
+        # N(0, 1) under the next action a' (column 0) and the actor's a~ (column 1), per transition:
+        # drawn with the batch, so a step on several devices draws what one device would
+        noise = self._rng.standard_normal((self.batch_size, 2, self.actions.size)).astype(np.float32)
+        out = self._step(*self.devices.shard((batch, weights, noise)))
         return {**out, "priorities": tf.ones(self.batch_size)}
 
-    def _shard_gradients(self, batch: Unroll, weights: tf.Tensor) -> tuple[list, list, list, dict]:
+    def _shard_gradients(self, batch: Unroll, weights: tf.Tensor, noise: tf.Tensor) -> tuple[list, list, list, dict]:
         """Each part's gradients and the metrics on one device's shard of transitions."""
         del weights  # uniform replay
         obs, next_obs = tf.cast(batch.observation[:, 0], tf.float32), tf.cast(batch.observation[:, 1], tf.float32)
@@ -164,8 +168,8 @@ class SACAgent(tf.Module):
         discounts = self.config.discount * (1.0 - tf.cast(batch.terminated[:, 1], tf.float32))
         alpha = tf.exp(self.log_alpha)
         next_mean, next_log_std = self.actor(next_obs)
-        next_actions, next_log_prob = squashed_sample(next_mean, next_log_std, tf.random.normal(tf.shape(next_mean)),
-                                                      self.center, self.half_range)
+        next_actions, next_log_prob = squashed_sample(next_mean, next_log_std, noise[:, 0], self.center,
+                                                      self.half_range)
         next_scaled = self._scaled(next_actions)
         targets = critic_targets(rewards, discounts, self.targets[0](next_obs, next_scaled),
                                  self.targets[1](next_obs, next_scaled), next_log_prob, alpha)
@@ -173,8 +177,7 @@ class SACAgent(tf.Module):
             q1, q2 = (critic(obs, self._scaled(actions)) for critic in self.critics)
             loss_critic = critic_loss(q1, q2, targets, mask)
             mean, log_std = self.actor(obs)
-            pi_actions, log_prob = squashed_sample(mean, log_std, tf.random.normal(tf.shape(mean)), self.center,
-                                                   self.half_range)
+            pi_actions, log_prob = squashed_sample(mean, log_std, noise[:, 1], self.center, self.half_range)
             pi_scaled = self._scaled(pi_actions)
             loss_actor = actor_loss(log_prob, self.critics[0](obs, pi_scaled), self.critics[1](obs, pi_scaled),
                                     alpha, mask)
@@ -188,11 +191,11 @@ class SACAgent(tf.Module):
                    "policy/action_std": tf.reduce_mean(tf.exp(log_std))}
         return (*grads, metrics)
 
-    def _update(self, batch: Unroll, weights: tf.Tensor) -> dict:
+    def _update(self, batch: Unroll, weights: tf.Tensor, noise: tf.Tensor) -> dict:
         """The learner step on a batch (one device) or its shards (several: the devices' mean
         gradients), then the targets' Polyak step."""
         critic_grads, actor_grads, alpha_grads, metrics = self.devices.mean(
-            self.devices.run(self._gradients, batch, weights))
+            self.devices.run(self._gradients, batch, weights, noise))
         metrics["grad_norm/critic"], critic_ok = optim.apply_clipped(self.critic_optimizer, critic_grads,
                                                                       self.critic_variables)
         metrics["grad_norm/actor"], actor_ok = optim.apply_clipped(self.actor_optimizer, actor_grads,

@@ -21,7 +21,7 @@ bootstraps):
 
     y = r + gamma_t ( min(Q'_1, Q'_2)(x', a') - alpha log pi(a'|x') ),   a' ~ pi(.|x'),
 
-Q'_i the target critics. The losses, means over the batch's real transitions:
+Q'_i the target critics. The losses, means over the batch (cut transitions weigh 0):
 
     critic       sum_i (Q_i(x, a) - y)^2
     actor        alpha log pi(a~|x) - min(Q_1, Q_2)(x, a~),   a~ ~ pi(.|x) reparameterised
@@ -61,7 +61,9 @@ def squashed_sample(mean: tf.Tensor, log_std: tf.Tensor, noise: tf.Tensor, cente
 
 
 def masked_mean(x: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-    return tf.reduce_sum(mask * x) / tf.maximum(tf.reduce_sum(mask), 1.0)
+    """sum(mask x) / N over the batch's N transitions, cut ones weighing 0: a fixed divisor, so
+    the mean of equal shards' values is the whole batch's (algorithms/distribute.py)."""
+    return tf.reduce_sum(mask * x) / tf.cast(tf.size(x), x.dtype)
 
 
 def critic_targets(rewards: tf.Tensor, discounts: tf.Tensor, next_q1: tf.Tensor, next_q2: tf.Tensor,
