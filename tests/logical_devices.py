@@ -4,7 +4,8 @@ before TensorFlow first lists its devices, hence a process of its own:
   python tests/logical_devices.py cli ARGS...   `seedfleet ARGS...` (deploy.cli) on 2 CPU devices
   python tests/logical_devices.py agents        one learner step on 2 devices against the same step
                                                 on 1, and checkpoints written on one restored on the
-                                                other, for IMPALA and R2D2 (and SAC's step); exits non-zero on a mismatch
+                                                other, for IMPALA and R2D2 (SAC: its step);
+                                                exits non-zero on a mismatch
 """
 
 from __future__ import annotations
