@@ -158,7 +158,8 @@ class ReplayTrainer(TrainerThread):
                     with tf.device(self.device):
                         out = self.agent.learn(Unroll(**items), weights)
                     priorities = out.pop("priorities")
-                    if not float(out.get("skipped_steps", 0.0)):  # a skipped step's priorities are not finite
+                    uniform = self.config.priority_exponent == 0  # p^0 = 1 whatever the priorities
+                    if not uniform and not float(out.get("skipped_steps", 0.0)):  # a skipped step's are not finite
                         self.replay.update_priorities(indices, priorities.numpy())
                     self.trained += self.agent.batch_size
                 self.record_step(out)
