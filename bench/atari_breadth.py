@@ -48,7 +48,9 @@ class GameRuns:
 
 def health(rows: list[dict], num_actions: int) -> list[str]:
     """The failures the run shows, named with their thresholds ([] for a healthy run; a run short
-    of HEALTH_AT frames is judged at its last line)."""
+    of HEALTH_AT frames is judged at its last line, one short of a fifth of it not at all)."""
+    if rows and rows[-1]["frames"] < HEALTH_AT / 5:
+        return [f"too early to judge ({rows[-1]['frames']:,.0f} frames)"]
     failures = []
     information = return_at(rows, HEALTH_AT, "state_information")
     if information < STATE_INFORMATION_MIN:
