@@ -96,9 +96,14 @@ def start_learner(*args: str, address: str = "127.0.0.1:0") -> tuple[Proc, str]:
 
 @pytest.fixture(autouse=True)
 def no_settings_from_the_environment(monkeypatch):
-    """Flags read SEEDFLEET_* variables (deploy.flags): tests start from none, whatever the shell has."""
+    """Flags read SEEDFLEET_* variables (deploy.flags): tests start from none, whatever the shell
+    has, but one. The learners the suite starts train without XLA: its compile of the learner
+    step takes 6 to 8 s of CPU per learner (CartPole, V-trace), and the suite starts dozens of
+    them on 2 cores. Tests of the default path pass `--jit-compile`, and in-process agents keep
+    NetworkConfig's default."""
     for name in [name for name in os.environ if name.startswith("SEEDFLEET_")]:
         monkeypatch.delenv(name)
+    monkeypatch.setenv("SEEDFLEET_JIT_COMPILE", "false")
 
 
 @pytest.fixture

@@ -50,7 +50,8 @@ def test_unknown_command_is_an_error(capsys):
         main(["fly"])
 
 
-def test_r2d2_takes_task_defaults_that_flags_still_override():
+def test_r2d2_takes_task_defaults_that_flags_still_override(monkeypatch):
+    monkeypatch.delenv("SEEDFLEET_JIT_COMPILE")  # the suite's (conftest.py)
     from seedfleet.algorithms.r2d2.config import R2D2Config
 
     vector = build_parser("run", "r2d2", "CartPole-v1").parse_args([])

@@ -36,6 +36,7 @@ def test_learner_and_two_actors_learn_cartpole(tmp_path):
     run = Proc(seedfleet(
         "run", "--env", "CartPole-v1", "--actors", "2", "--envs-per-actor", "8",
         "--max-frames", "1000000", "--target-return", str(TARGET), "--learning-rate", "2e-3", "--batch-size", "16",
+        "--jit-compile",  # the default, which the suite's other learners skip (conftest.py)
         "--progress-interval-s", "1", "--logdir", str(logdir), "--seed", "0",
     ))
     assert run.popen.wait(timeout=900) == 0, run.output()[-3000:]

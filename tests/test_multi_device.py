@@ -16,6 +16,7 @@ def test_a_learner_step_on_two_devices_equals_one_and_checkpoints_restore_both_w
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for algo in ("vtrace", "appo-proximal", "r2d2"):
         assert f"{algo}: 3 learner steps on 2 devices equal those on 1; checkpoints restore both ways" in done.stdout
+    assert "sac: 3 learner steps on 2 devices equal those on 1" in done.stdout
 
 
 def test_the_learner_trains_cartpole_to_100_on_two_devices_and_its_checkpoint_plays_on_one(tmp_path):

@@ -18,6 +18,7 @@ from seedfleet.algorithms.sac.loss import (
     squashed_sample,
     temperature_loss,
 )
+from seedfleet.errors import UsageError
 
 LOW, HIGH = np.array([-2.0, 0.0]), np.array([2.0, 1.0])
 CENTER, HALF = (HIGH + LOW) / 2, (HIGH - LOW) / 2
@@ -105,7 +106,7 @@ def test_polyak_moves_each_target_a_tau_share_of_the_way():
 
 
 def sac_agent(**overrides) -> SACAgent:
-    config = SACConfig(batch_size=8, learning_starts=4, **overrides)
+    config = SACConfig(**{"batch_size": 8, "learning_starts": 4, **overrides})
     return SACAgent(config, NetworkConfig(mlp_sizes=(32, 32), jit_compile=False),
                     AgentContext((3,), np.dtype(np.float32), ActionSpec.box((1,), [-2.0], [2.0]), max_envs=8))
 
@@ -123,6 +124,42 @@ def test_sac_acts_randomly_then_from_its_actor_and_greedily_on_evaluation_envs()
     assert (np.abs(first.numpy()) <= 2.0).all()
     later = np.stack([agent.act(*args)[0].numpy() for _ in range(3)])
     assert (np.abs(later) <= 2.0).all() and not np.allclose(later[0, :4], later[1, :4])
+
+
+@pytest.mark.parametrize("correlation", [0.0, 0.9])
+def test_exploration_noise_is_uniform_in_the_bounds_and_correlated_as_asked(correlation):
+    """The random phase's actions a_t = 2 erf(e_t / sqrt 2) over many steps of 2 envs: uniform on
+    [-2, 2] (mean 0, variance 4/3) at every correlation. For e_t an AR(1) process of N(0, 1)
+    marginals, corr(e_t, e_{t+k}) = c^k, and a uniform transform of two normals of correlation r
+    has correlation (6 / pi) arcsin(r / 2) (Pearson, 1907). An episode's first step starts the
+    process afresh: its noise is uncorrelated with the previous step's."""
+    steps, envs = 4_000, 2
+    agent = sac_agent(learning_starts=10**9, exploration_correlation=correlation)
+    obs = np.zeros((envs, 3), np.float32)
+    actions = np.empty((steps, envs))
+    first = np.zeros((steps, envs), bool)
+    first[::50] = True  # an episode every 50 steps
+    for t in range(steps):
+        actions[t] = agent.act(obs, np.zeros(envs, np.float32), first[t], np.arange(envs, dtype=np.int32), {})[0][:, 0]
+    assert abs(actions.mean()) < 0.1 and abs(actions.var() - 4 / 3) < 0.1
+
+    def autocorrelation(lag: int, across_episodes: bool) -> float:
+        pairs = [(actions[t - lag, e], actions[t, e]) for t in range(lag, steps) for e in range(envs)
+                 if first[t - lag + 1:t + 1, e].any() == across_episodes]
+        a, b = np.array(pairs).T
+        return float(np.corrcoef(a, b)[0, 1])
+
+    def uniform_correlation(r: float) -> float:
+        return 6.0 / np.pi * np.arcsin(r / 2.0)
+
+    assert autocorrelation(1, False) == pytest.approx(uniform_correlation(correlation), abs=0.06)
+    assert autocorrelation(2, False) == pytest.approx(uniform_correlation(correlation**2), abs=0.06)
+    assert abs(autocorrelation(1, True)) < 0.2  # 160 pairs: a reset draws afresh
+
+
+def test_an_exploration_correlation_of_one_or_more_is_one_clear_line():
+    with pytest.raises(UsageError, match="--exploration-correlation must be in"):
+        sac_agent(exploration_correlation=1.0)
 
 
 def transitions(rng, n: int) -> Unroll:

@@ -4,8 +4,19 @@ equations).
 
 The learner's inference calls `act`: uniform random actions in the env's bounds for the
 first `learning_starts` training steps, then samples of the actor; evaluation envs act with
-its mean. Replay (algorithms/replay_trainer.py) keeps single transitions, two rows each,
-and `learn` takes one gradient step of each part on a uniform batch of them.
+its mean. Both draws come from one N(0, 1) noise per env and action dimension, which
+`exploration_correlation` makes an AR(1) process (temporally correlated exploration):
+
+    e_t = c e_{t-1} + sqrt(1 - c^2) z_t,  z_t ~ N(0, 1),  e_0 = z_0 at each episode's first step,
+
+so e_t is N(0, 1) at every step whatever c, and corr(e_t, e_{t+k}) = c^k. With the bounds'
+midpoint m and half-range h, the actor's sample is m + h tanh(mean + std e_t) and the random
+phase's m + h erf(e_t / sqrt 2), uniform on the bounds since erf(e / sqrt 2) = 2 Phi(e) - 1.
+With c = 0 both are the references' white draws. Learning draws its own independent noise:
+replay is off-policy, and the noise only picks the data.
+
+Replay (algorithms/replay_trainer.py) keeps single transitions, two rows each, and `learn`
+takes one gradient step of each part on a uniform batch of them.
 """
 
 from __future__ import annotations
@@ -70,6 +81,8 @@ class SACAgent(tf.Module):
             raise UsageError(f"--algo sac takes vector observations, got shape {env.obs_shape}")
         if config.batch_size < 1 or config.replay_ratio <= 0:
             raise UsageError("--batch-size must be at least 1 and --replay-ratio above 0")
+        if not 0.0 <= config.exploration_correlation < 1.0:
+            raise UsageError(f"--exploration-correlation must be in [0, 1), got {config.exploration_correlation}")
         self.config = config
         self.actions = env.actions
         low, high = np.asarray(env.actions.low, np.float32), np.asarray(env.actions.high, np.float32)
@@ -100,6 +113,7 @@ class SACAgent(tf.Module):
         self._rng = np.random.default_rng(env.seed)  # the learner step's noise, drawn here and sharded with its batch
         self.evaluation = tf.Variable(np.zeros(env.max_envs, bool), trainable=False, name="evaluation")
         self.acted = tf.Variable(0, dtype=tf.int64, trainable=False, name="acted")  # training env steps
+        self.noise = tf.Variable(np.zeros((env.max_envs, size), np.float32), trainable=False, name="noise")
         signature = act_signature(env.obs_shape, env.obs_dtype, {})
         self.act = tf.function(self._act, input_signature=signature)
         self.policy = tf.function(self._policy, input_signature=signature)
@@ -128,11 +142,21 @@ class SACAgent(tf.Module):
         """Env-unit actions to [-1, 1], as the critics read them."""
         return (actions - self.center) / self.half_range
 
+    def _exploration_noise(self, first: tf.Tensor, env_ids: tf.Tensor, shape: tf.Tensor) -> tf.Tensor:
+        """Each env's next e_t (module docstring), kept per env id."""
+        c = self.config.exploration_correlation
+        fresh = tf.random.normal(shape)
+        drifted = c * tf.gather(self.noise, env_ids) + np.sqrt(1.0 - c * c) * fresh
+        noise = tf.where(first[:, None], fresh, drifted)
+        self.noise.scatter_nd_update(env_ids[:, None], noise)
+        return noise
+
     def _act(self, obs, reward, first, env_ids, state):
-        del reward, first, state
+        del reward, state
         mean, log_std = self.actor(tf.cast(obs, tf.float32))
-        sampled, _ = squashed_sample(mean, log_std, tf.random.normal(tf.shape(mean)), self.center, self.half_range)
-        uniform = self.center + self.half_range * tf.random.uniform(tf.shape(mean), -1.0, 1.0)
+        noise = self._exploration_noise(first, env_ids, tf.shape(mean))
+        sampled, _ = squashed_sample(mean, log_std, noise, self.center, self.half_range)
+        uniform = self.center + self.half_range * tf.math.erf(noise / np.sqrt(2.0))
         warming_up = self.acted < self.config.learning_starts
         evaluating = tf.gather(self.evaluation, env_ids)
         actions = tf.where(evaluating[:, None], self.center + self.half_range * tf.tanh(mean),
