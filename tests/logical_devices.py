@@ -15,8 +15,10 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
 
+from seedfleet.server.native_logs import import_tensorflow_quietly
+
+tf = import_tensorflow_quietly()  # before the CLI would: its console stays as quiet as `seedfleet`'s
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
