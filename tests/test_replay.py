@@ -38,6 +38,23 @@ def test_sampling_frequencies_follow_p_to_the_alpha():
     assert chi2 < 24.3  # 7 degrees of freedom, p = 0.001
 
 
+def test_an_exponent_of_zero_samples_the_items_held_uniformly_with_weights_of_one():
+    """p^0 = 1 for every priority: uniform over the items held (not the capacity), every weight 1,
+    whatever priorities the items came with or were given later."""
+    replay = PrioritizedReplay(16, priority_exponent=0.0, importance_sampling_exponent=0.6, seed=0)
+    replay.add(items(np.arange(6)), np.array([0.0, 1.0, 50.0, 3.0, 0.1, 9.0]))
+    replay.update_priorities(np.array([0, 1]), np.array([100.0, 0.0]))
+    counts = np.zeros(6)
+    for _ in range(1000):
+        indices, weights, batch = replay.sample(60)
+        np.testing.assert_array_equal(batch["frames"][:, 0, 0], indices)
+        np.testing.assert_array_equal(weights, 1.0)
+        counts += np.bincount(indices, minlength=16)[:6]
+    assert counts.sum() == 60_000  # none beyond the 6 held
+    chi2 = np.sum((counts - 10_000) ** 2 / 10_000)
+    assert chi2 < 20.5  # 5 degrees of freedom, p = 0.001
+
+
 def test_importance_weights_are_exact_on_a_small_case():
     replay = PrioritizedReplay(4, priority_exponent=1.0, importance_sampling_exponent=0.5, seed=1)
     replay.add(items([0, 1, 2, 3]), np.array([1.0, 2.0, 3.0, 4.0]))

@@ -3,7 +3,8 @@
 Item i is sampled with probability P(i) = p_i^alpha / sum_j p_j^alpha and corrects
 for that with the importance weight w_i = (N * P(i))^-beta / max_{j in batch} w_j.
 A sum tree holds the p_i^alpha, so sampling and updates cost O(log capacity) per item,
-done level by level for a whole batch at once with NumPy. The buffer is a ring: when
+done level by level for a whole batch at once with NumPy; with alpha = 0 (uniform replay,
+every weight 1) there is no tree to keep, and a draw is one call to the generator. The buffer is a ring: when
 full, the oldest sequence is overwritten first.
 
 Items are nests (dicts, possibly nested) of arrays with a leading batch dimension;
@@ -99,7 +100,8 @@ class PrioritizedReplay:
             store[indices] = x
 
         _map2(write, self.storage, items)
-        self.tree.set(indices, priorities**self.alpha)
+        if self.alpha:  # p^0 = 1 for every item: uniform replay keeps no tree
+            self.tree.set(indices, priorities**self.alpha)
         self.next_index = int((self.next_index + n) % self.capacity)
         self.size = min(self.size + n, self.capacity)
         return indices
@@ -109,7 +111,7 @@ class PrioritizedReplay:
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay")
         total = self.tree.total
-        if total <= 0:  # every priority is zero: sample uniformly
+        if not self.alpha or total <= 0:  # uniform replay, or every priority zero: sample uniformly
             indices = self.rng.integers(0, self.size, batch_size)
             probs = np.full(batch_size, 1.0 / self.size)
         else:
@@ -125,7 +127,8 @@ class PrioritizedReplay:
         priorities = np.asarray(priorities, np.float64)
         if not np.all(np.isfinite(priorities)) or np.any(priorities < 0):
             raise ValueError("priorities must be finite and non-negative")
-        self.tree.set(np.asarray(indices), priorities**self.alpha)
+        if self.alpha:
+            self.tree.set(np.asarray(indices), priorities**self.alpha)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Everything needed to continue: stored items (keys "items/<path>"), priorities, ring position."""
