@@ -58,7 +58,7 @@ def test_box_defaults_build_a_gaussian_policy_on_separate_tanh_torsos(tmp_path):
     actions, extras, _ = agent.act(obs, np.zeros(5, np.float32), np.ones(5, bool), np.arange(5, dtype=np.int32), {})
     assert actions.shape == (5, 1) and actions.dtype == tf.float32
     assert extras["policy"].shape == (5, 2)  # mean and log std
-    np.testing.assert_allclose(extras["policy"].numpy()[:, 1], 0.0)  # std 1 at the start
+    np.testing.assert_allclose(extras["policy"].numpy()[:, 1], -0.5)  # std 0.61 at the start
 
 
 def test_pendulum_trains_checkpoints_resumes_evaluates_and_exports_as_it_acted(tmp_path):
