@@ -130,6 +130,8 @@ class LearnerService(pb_grpc.LearnerServicer):
                     break
                 except TimeoutError:  # a stalled or dead peer: free its envs for others
                     log.warning("closing %s: nothing for %g s (--stream-idle-s)", peer, self.idle_s)
+                    self.backend.close(stream)  # before the peer hears why: a reconnect finds the envs free
+                    stream = None
                     await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
                                         f"nothing received for {self.idle_s:g} s (--stream-idle-s)")
                 if self.stopping:
@@ -165,5 +167,6 @@ class LearnerService(pb_grpc.LearnerServicer):
                 replies += 1
                 yield reply
         finally:
-            self.backend.close(stream)
+            if stream is not None:
+                self.backend.close(stream)
             log.info("actor gone: %s", peer)

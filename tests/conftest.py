@@ -94,6 +94,33 @@ def start_learner(*args: str, address: str = "127.0.0.1:0") -> tuple[Proc, str]:
     return proc, address
 
 
+# The suite's longest tests, longest first (each 25 s or more on 2 idle cores, by `make test`'s
+# durations): they run before the rest. pytest-xdist hands tests out in collection order, so the
+# short ones fill the end and neither worker is left waiting on the other's last long test.
+LONGEST_FIRST = (
+    "test_end_to_end.py::test_learner_and_two_actors_learn_cartpole",
+    "test_catch_family.py::test_catch_trains_checkpoints_and_evaluates_end_to_end",
+    "test_multi_device.py::test_a_learner_step_on_two_devices_equals_one",
+    "test_faults.py::test_the_learner_survives_every_fault_at_once",
+    "test_resume.py::test_a_killed_learner_resumes_from_its_newest_checkpoint",
+    "test_tracking.py::test_a_run_and_its_resumed_stretch",
+    "test_image_learning.py::test_stacked_frames_solve_moving_dot",
+    "test_image_learning.py::test_one_frame_cannot_solve_moving_dot",
+    "test_end_to_end.py::test_r2d2_runs_end_to_end",
+    "test_bench.py::test_bench_all_modes_on_cartpole",
+    "test_k8s.py::test_the_pods_run_as_local_processes",
+    "test_eval_export.py::test_image_observations_through_checkpoint_eval_and_export",
+    "test_native_logs.py::test_commands_that_load_tensorflow_start_quietly",
+    "test_continuous_control.py::test_mujoco_envs_act_train_a_step_and_checkpoint",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, name in enumerate(LONGEST_FIRST) if name in item.nodeid), len(LONGEST_FIRST))
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
 @pytest.fixture(autouse=True)
 def no_settings_from_the_environment(monkeypatch):
     """Flags read SEEDFLEET_* variables (deploy.flags): tests start from none, whatever the shell
