@@ -130,19 +130,17 @@ class LearnerService(pb_grpc.LearnerServicer):
                     break
                 except TimeoutError:  # a stalled or dead peer: free its envs for others
                     log.warning("closing %s: nothing for %g s (--stream-idle-s)", peer, self.idle_s)
-                    self.backend.close(stream)  # before the peer hears why: a reconnect finds the envs free
-                    stream = None
-                    await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                        f"nothing received for {self.idle_s:g} s (--stream-idle-s)")
+                    raise StreamRefused(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                        f"nothing received for {self.idle_s:g} s (--stream-idle-s)") from None
                 if self.stopping:
                     self._end(context, self.stopping)
                     break
                 if message.WhichOneof("kind") != "steps":
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "expected a steps message")
+                    raise StreamRefused(grpc.StatusCode.INVALID_ARGUMENT, "expected a steps message")
                 if message.steps.actions_read != replies:
                     log.warning("closing %s: out of lockstep (%d actions read of %d sent)",
                                 peer, message.steps.actions_read, replies)
-                    await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                    raise StreamRefused(grpc.StatusCode.FAILED_PRECONDITION,
                                         f"a steps message must follow the actions for the last one: it says "
                                         f"{message.steps.actions_read} actions read, the learner has sent {replies}")
                 with self.clock.stage("decode"):
@@ -151,7 +149,7 @@ class LearnerService(pb_grpc.LearnerServicer):
                                                      self.max_abs_reward, self.observation_bounds)
                     except WireError as error:
                         log.warning("closing %s: %s", peer, error)
-                        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+                        raise StreamRefused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from None
                 try:
                     actions = await self.backend.submit(stream, StepRequest(env_ids, step))
                 except LearnerStopping as stopping:
@@ -161,11 +159,15 @@ class LearnerService(pb_grpc.LearnerServicer):
                     refused = refusal_of(error)
                     if refused.code == grpc.StatusCode.INVALID_ARGUMENT:  # this stream's observations: only it
                         log.warning("closing %s: %s", peer, refused.message)
-                    await context.abort(refused.code, refused.message)
+                    raise refused from None
                 with self.clock.stage("reply"):
                     reply = encode_actions(actions, self.spec.actions)
                 replies += 1
                 yield reply
+        except StreamRefused as refused:  # its envs are freed before the peer hears why: a reconnect finds them free
+            self.backend.close(stream)
+            stream = None
+            await context.abort(refused.code, refused.message)
         finally:
             if stream is not None:
                 self.backend.close(stream)
