@@ -124,7 +124,8 @@ class ReplayTrainer(TrainerThread):
         """Sequences of training the replay ratio asks for and the learner has not done."""
         return self.config.ratio * max(self.inserted - self.config.owed_from, 0) - self.trained
 
-    def _may_train(self) -> bool:
+    def may_train(self) -> bool:
+        """Replay can be sampled and the ratio owes at least one batch of training."""
         return len(self.replay) >= self.config.min_size and self._owed() >= self.agent.batch_size
 
     def _may_insert(self) -> bool:
@@ -133,16 +134,33 @@ class ReplayTrainer(TrainerThread):
         return (len(self.replay) < self.config.min_size
                 or self._owed() <= RATIO_TOLERANCE_BATCHES * self.agent.batch_size)
 
-    def _insert(self, timeout_s: float) -> None:
+    def insert(self, chunk: Unroll) -> None:
+        """Adds one chunk of items to replay with the agent's initial priorities."""
+        if not len(self.replay):
+            check_replay_fits(chunk.as_nest(), self.config.capacity)
+        with self.lock:
+            with tf.device(self.device):
+                priorities = self.agent.initial_priorities(chunk)
+            self.replay.add(chunk.as_nest(), priorities.numpy())
+            self.inserted += len(priorities)
+
+    def train_one_batch(self) -> None:
+        """Samples one batch, trains on it, updates its priorities and reports the step."""
+        with self.lock:
+            indices, weights, items = self.replay.sample(self.agent.batch_size)
+            with tf.device(self.device):
+                out = self.agent.learn(Unroll(**items), weights)
+            priorities = out.pop("priorities")
+            uniform = self.config.priority_exponent == 0  # p^0 = 1 whatever the priorities
+            if not uniform and not float(out.get("skipped_steps", 0.0)):  # a skipped step's are not finite
+                self.replay.update_priorities(indices, priorities.numpy())
+            self.trained += self.agent.batch_size
+        self.record_step(out)
+
+    def _insert_from_queue(self, timeout_s: float) -> None:
         chunk = self.queue.get_chunk(timeout_s)
         while chunk is not None:
-            if not len(self.replay):
-                check_replay_fits(chunk.as_nest(), self.config.capacity)
-            with self.lock:
-                with tf.device(self.device):
-                    priorities = self.agent.initial_priorities(chunk)
-                self.replay.add(chunk.as_nest(), priorities.numpy())
-                self.inserted += len(priorities)
+            self.insert(chunk)
             chunk = self.queue.get_chunk(0.0) if self._may_insert() else None
 
     def run(self) -> None:
@@ -150,18 +168,8 @@ class ReplayTrainer(TrainerThread):
         try:
             while not self.stopping.is_set():
                 if self._may_insert():
-                    self._insert(0.0 if self._may_train() else 0.5)
-                if not self._may_train():
-                    continue
-                with self.lock:
-                    indices, weights, items = self.replay.sample(self.agent.batch_size)
-                    with tf.device(self.device):
-                        out = self.agent.learn(Unroll(**items), weights)
-                    priorities = out.pop("priorities")
-                    uniform = self.config.priority_exponent == 0  # p^0 = 1 whatever the priorities
-                    if not uniform and not float(out.get("skipped_steps", 0.0)):  # a skipped step's are not finite
-                        self.replay.update_priorities(indices, priorities.numpy())
-                    self.trained += self.agent.batch_size
-                self.record_step(out)
+                    self._insert_from_queue(0.0 if self.may_train() else 0.5)
+                if self.may_train():
+                    self.train_one_batch()
         except BaseException as error:  # noqa: BLE001 - reported by the main loop
             self.error = error

@@ -61,15 +61,10 @@ def test_sac_resumes_its_replay_temperature_targets_and_statistics_and_exports_a
     agent, trainer, normalization, checkpoints, sac = build(tmp_path)
     assert replay_settings(sac).checkpoint
 
-    def insert_and_train(batch):  # what ReplayTrainer.run does, in this thread
-        trainer.replay.add(batch.as_nest(), np.ones(len(batch.first)))
-        trainer.inserted += len(batch.first)
-        while trainer._may_train():
-            _, weights, items = trainer.replay.sample(agent.batch_size)
-            out = agent.learn(type(batch)(**items), weights)
-            out.pop("priorities")
-            trainer.record_step(out)
-            trainer.trained += agent.batch_size
+    def insert_and_train(batch):  # what the trainer's thread does, in this thread
+        trainer.insert(batch)
+        while trainer.may_train():
+            trainer.train_one_batch()
 
     initial_alpha = float(agent.log_alpha.numpy())
     train(agent, ENV, 4, 4 * 30, on_batch=insert_and_train, normalization=normalization)
