@@ -115,14 +115,15 @@ def check_sac(devices: tuple[str, ...]) -> None:
     from seedfleet.algorithms.sac.config import SACConfig
 
     def make(d):
-        return SACAgent(SACConfig(batch_size=8), NetworkConfig(mlp_sizes=(16, 16), jit_compile=False),
+        return SACAgent(SACConfig(batch_size=8, updates_per_call=2),
+                        NetworkConfig(mlp_sizes=(16, 16), jit_compile=False),
                         AgentContext((3,), np.dtype(np.float32), ActionSpec.box((1,), [-2.0], [2.0]), train_devices=d))
 
     one, two = make(()), make(devices)
     assert_same(one, two, "sac: the same initial variables")
     rng = np.random.default_rng(5)
     for step in range(3):
-        batch = transitions(rng, 8)
+        batch = transitions(rng, 16)  # two updates of 8 per learner step
         out_one, out_two = one.learn(batch), two.learn(batch)
         for key in ("loss/critic", "loss/actor", "grad_norm/critic"):
             np.testing.assert_allclose(float(out_one[key]), float(out_two[key]), rtol=1e-4,

@@ -106,7 +106,7 @@ def test_polyak_moves_each_target_a_tau_share_of_the_way():
 
 
 def sac_agent(**overrides) -> SACAgent:
-    config = SACConfig(**{"batch_size": 8, "learning_starts": 4, **overrides})
+    config = SACConfig(**{"batch_size": 8, "learning_starts": 4, "updates_per_call": 1, **overrides})
     return SACAgent(config, NetworkConfig(mlp_sizes=(32, 32), jit_compile=False),
                     AgentContext((3,), np.dtype(np.float32), ActionSpec.box((1,), [-2.0], [2.0]), max_envs=8))
 
@@ -193,3 +193,37 @@ def test_a_learner_step_moves_critics_actor_temperature_and_targets(autotune):
     for target, online, old in zip(agent.targets[0].trainable_variables, agent.critics[0].trainable_variables,
                                    before["target"], strict=True):
         np.testing.assert_allclose(target.numpy(), 0.5 * online.numpy() + 0.5 * old, rtol=1e-5, atol=1e-6)
+
+
+class QueuedNoise:
+    """Stands in for an agent's generator: hands out the given arrays in turn."""
+
+    def __init__(self, arrays: list[np.ndarray]):
+        self.arrays = list(arrays)
+
+    def standard_normal(self, shape: tuple[int, ...]) -> np.ndarray:
+        array = self.arrays.pop(0)
+        assert array.shape == shape
+        return array
+
+
+def test_updates_in_one_call_equal_as_many_calls_of_one_update():
+    """K updates in one compiled call: update k takes the batch's transitions k, K + k, 2K + k, ...
+    and their noise, and the variables end where K single-update calls leave them."""
+    calls, looped = sac_agent(updates_per_call=1), sac_agent(updates_per_call=3)
+    assert looped.batch_size == 24
+    rng = np.random.default_rng(6)
+    batch, noise = transitions(rng, 24), rng.standard_normal((8, 3, 2, 1))
+    looped._rng = QueuedNoise([noise])
+    calls._rng = QueuedNoise([noise[:, k:k + 1] for k in range(3)])
+    out = looped.learn(batch)
+    singles = [calls.learn(batch.map(lambda rows, k=k: rows[k::3])) for k in range(3)]
+    for key in ("loss/critic", "loss/actor", "sac/q", "grad_norm/critic"):
+        np.testing.assert_allclose(float(out[key]), np.mean([float(s[key]) for s in singles]), rtol=1e-5, err_msg=key)
+    assert float(out["skipped_steps"]) == 0 and out["priorities"].shape == (24,)
+    for name, module in calls.checkpointed().items():
+        mine = module.variables if hasattr(module, "variables") else [module]
+        theirs = looped.checkpointed()[name]
+        theirs = theirs.variables if hasattr(theirs, "variables") else [theirs]
+        for a, b in zip(mine, theirs, strict=True):
+            np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6, err_msg=name)

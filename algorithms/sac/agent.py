@@ -16,7 +16,8 @@ With c = 0 both are the references' white draws. Learning draws its own independ
 replay is off-policy, and the noise only picks the data.
 
 Replay (algorithms/replay_trainer.py) keeps single transitions, two rows each, and `learn`
-takes one gradient step of each part on a uniform batch of them.
+takes `updates_per_call` gradient steps of each part in one compiled call, each on its own
+uniform batch of them.
 """
 
 from __future__ import annotations
@@ -79,8 +80,8 @@ class SACAgent(tf.Module):
             raise UsageError(f"--algo sac acts in Box actions, not {env.actions.describe()}")
         if len(env.obs_shape) != 1:
             raise UsageError(f"--algo sac takes vector observations, got shape {env.obs_shape}")
-        if config.batch_size < 1 or config.replay_ratio <= 0:
-            raise UsageError("--batch-size must be at least 1 and --replay-ratio above 0")
+        if config.batch_size < 1 or config.replay_ratio <= 0 or config.updates_per_call < 1:
+            raise UsageError("--batch-size and --updates-per-call must be at least 1 and --replay-ratio above 0")
         if not 0.0 <= config.exploration_correlation < 1.0:
             raise UsageError(f"--exploration-correlation must be in [0, 1), got {config.exploration_correlation}")
         self.config = config
@@ -108,7 +109,8 @@ class SACAgent(tf.Module):
         for target, online in zip(self.target_variables, self.critic_variables, strict=True):
             target.assign(online)
         self.layout = SequenceLayout(1)  # one transition: rows x_t and x_{t+1}
-        self.batch_size = config.batch_size
+        self.updates = config.updates_per_call
+        self.batch_size = config.batch_size * self.updates  # transitions per learner step, from replay
         self.extras_spec: dict = {}
         self._rng = np.random.default_rng(env.seed)  # the learner step's noise, drawn here and sharded with its batch
         self.evaluation = tf.Variable(np.zeros(env.max_envs, bool), trainable=False, name="evaluation")
@@ -171,21 +173,24 @@ class SACAgent(tf.Module):
         return self.center + self.half_range * tf.tanh(mean), tf.concat([mean, log_std], axis=-1), {}
 
     def learn(self, batch: Unroll, weights: np.ndarray | None = None) -> dict:
-        """One update of the critics, the actor and the temperature on a batch of transitions
-        (batch-major, two rows each), shared out over the training devices; uniform replay, so
-        `weights` are all 1 and the priorities it returns too. "skipped_steps" is 1 if a
-        non-finite gradient left the variables as they were."""
-        if weights is None:
-            weights = np.ones(self.batch_size, np.float32)
-        # N(0, 1) under the next action a' (column 0) and the actor's a~ (column 1), per transition:
+        """`updates_per_call` updates of the critics, the actor and the temperature, one after
+        the other, each on its own `batch_size` of the transitions (batch-major, two rows each)
+        and shared out over the training devices; uniform replay, so `weights` are all 1 and
+        the priorities it returns too. The metrics are the updates' means, and "skipped_steps"
+        counts the updates a non-finite gradient left out."""
+        del weights  # uniform replay
+        # [K B, ...] -> [B, K, ...]: column k is update k's batch, and the devices split B. The K B
+        # transitions are drawn independently, so any K-way split of them is K uniform batches.
+        split = batch.map(lambda a: np.reshape(a, (self.config.batch_size, self.updates, *np.shape(a)[1:])))
+        # N(0, 1) under the next action a' (index 0) and the actor's a~ (index 1), per transition:
         # drawn with the batch, so a step on several devices draws what one device would
-        noise = self._rng.standard_normal((self.batch_size, 2, self.actions.size)).astype(np.float32)
-        out = self._step(*self.devices.shard((batch, weights, noise)))
+        noise = self._rng.standard_normal((self.config.batch_size, self.updates, 2, self.actions.size))
+        out = self._step(*self.devices.shard((split, noise.astype(np.float32))))
         return {**out, "priorities": tf.ones(self.batch_size)}
 
-    def _shard_gradients(self, batch: Unroll, weights: tf.Tensor, noise: tf.Tensor) -> tuple[list, list, list, dict]:
-        """Each part's gradients and the metrics on one device's shard of transitions."""
-        del weights  # uniform replay
+    def _shard_gradients(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> tuple[list, list, list, dict]:
+        """Each part's gradients and the metrics of update k on one device's shard of transitions."""
+        batch, noise = batch.map(lambda rows: tf.gather(rows, k, axis=1)), tf.gather(noise, k, axis=1)
         obs, next_obs = tf.cast(batch.observation[:, 0], tf.float32), tf.cast(batch.observation[:, 1], tf.float32)
         actions, rewards = batch.action[:, 0], tf.cast(batch.reward[:, 1], tf.float32)
         mask = 1.0 - tf.cast(batch.first[:, 1], tf.float32)  # the step into a reset observation is no transition
@@ -215,11 +220,23 @@ class SACAgent(tf.Module):
                    "policy/action_std": tf.reduce_mean(tf.exp(log_std))}
         return (*grads, metrics)
 
-    def _update(self, batch: Unroll, weights: tf.Tensor, noise: tf.Tensor) -> dict:
-        """The learner step on a batch (one device) or its shards (several: the devices' mean
+    def _update(self, batch: Unroll, noise: tf.Tensor) -> dict:
+        """The learner step: `updates_per_call` updates in a loop, their metrics' means."""
+        totals = {key: tf.constant(0.0) for key in self.METRICS}
+        for k in tf.range(self.updates):
+            metrics = self._one_update(batch, noise, k)
+            totals = {key: totals[key] + metrics[key] for key in self.METRICS}
+        means = {key: value / self.updates for key, value in totals.items()}
+        return {**means, "skipped_steps": totals["skipped_steps"]}
+
+    METRICS = ("loss/critic", "loss/actor", "loss/temperature", "sac/alpha", "sac/q", "sac/target",
+               "policy/entropy", "policy/action_std", "grad_norm/critic", "grad_norm/actor", "skipped_steps")
+
+    def _one_update(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> dict:
+        """Update k on its batch (one device) or its shards (several: the devices' mean
         gradients), then the targets' Polyak step."""
         critic_grads, actor_grads, alpha_grads, metrics = self.devices.mean(
-            self.devices.run(self._gradients, batch, weights, noise))
+            self.devices.run(self._gradients, batch, noise, k))
         metrics["grad_norm/critic"], critic_ok = optim.apply_clipped(self.critic_optimizer, critic_grads,
                                                                       self.critic_variables)
         metrics["grad_norm/actor"], actor_ok = optim.apply_clipped(self.actor_optimizer, actor_grads,

@@ -14,6 +14,10 @@ class SACConfig:
     discount: float = 0.99  # gamma
     batch_size: int = 256  # transitions per gradient update
     replay_ratio: float = 1.0  # gradient updates per env step, held both ways by the learner
+    # Gradient updates one learner step runs, each on its own batch, in one compiled call: it
+    # spreads the call's fixed cost (Python, argument conversion, the metrics' read-back) over
+    # them. The replay ratio does not move; the acting policy trails by at most this many updates.
+    updates_per_call: int = 8
     buffer_size: int = 1_000_000  # transitions kept in replay
     learning_starts: int = 5_000  # env steps of uniform random actions before training starts
     policy_learning_rate: float = 3e-4  # Adam step size of the actor
