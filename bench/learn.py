@@ -101,8 +101,15 @@ CASES = {
                         REFERENCES["HalfCheetah-v5"]),
     "hopper": Case("Hopper-v4", "appo", 1_000_000, (100_000, 300_000, 500_000, 1_000_000), (),
                    REFERENCES["Hopper-v4"]),
-    # SAC (issue 40, in progress): Pendulum at 20k env steps, where its greedy evaluation is read
+    # SAC: Pendulum at 20k env steps and MountainCarContinuous at 50k, where their greedy evaluations
+    # are read (seedfleet eval on the last checkpoint); MountainCarContinuous's sparse reward takes the
+    # documented temporally correlated exploration. HalfCheetah and Hopper read training returns.
     "pendulum-sac": Case("Pendulum-v1", "sac", 20_000, (5_000, 10_000, 20_000), (), REFERENCES["Pendulum-v1 (SAC)"]),
+    "mountaincar-sac": Case("MountainCarContinuous-v0", "sac", 50_000, (10_000, 25_000, 50_000),
+                            ("--exploration-correlation", "0.95"), REFERENCES["MountainCarContinuous-v0 (SAC)"]),
+    "halfcheetah-sac": Case("HalfCheetah-v5", "sac", 300_000, (100_000, 300_000), (),
+                            REFERENCES["HalfCheetah-v5 (SAC)"]),
+    "hopper-sac": Case("Hopper-v4", "sac", 300_000, (100_000, 300_000), (), REFERENCES["Hopper-v4 (SAC)"]),
 }
 
 
@@ -251,7 +258,8 @@ def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str,
         values = " | ".join(_cell(ref.returns.get(m, math.nan)) for m in case.marks)
         lines.append(f"| {ref.name} | {values} | | | | |")
     lines += ["", *(f"- {ref.name}: {ref.source}" for ref in case.references)]
-    runs = [(group.label(seed), logdir) for group in groups for seed, logdir in sorted(group.seeds.items())]
+    runs = [(group.label(seed), logdir, group.flags)
+            for group in groups for seed, logdir in sorted(group.seeds.items())]
     lines += configs_markdown(runs, run_command(case, 0, Path(name)), defaults)
     if plot:
         lines += ["", f"![{name}]({plot})"]

@@ -136,4 +136,47 @@ REFERENCES: dict[str, tuple[Reference, ...]] = {  # by env id
                   "ray-project/ray rllib/tuned_examples/sac/pendulum-sac.yaml (commit 048f73e): \"Pendulum SAC can "
                   "attain -150+ reward in 6-7k\" (drawn at 7k)", {7_000: -150.0}),
     ),
+    "MountainCarContinuous-v0 (SAC)": (
+        Reference("SAC with gSDE, rl-baselines3-zoo (tuned: gamma 0.9999, fixed entropy coefficient 0.1), "
+                  "deterministic evaluation, 1 run",
+                  "DLR-RM/rl-baselines3-zoo benchmark.md (commit 22e3ff2): sac MountainCarContinuous-v0 94.679 +- "
+                  "1.134 at 50k steps; hyperparams/sac.yml: lr 3e-4, buffer 50000, batch 512, ent_coef 0.1, "
+                  "train_freq 32, gradient_steps 32, gamma 0.9999, tau 0.01, learning_starts 0, use_sde, "
+                  "log_std_init -3.67, net_arch [64, 64]", {50_000: 94.7}),
+    ),
+    "HalfCheetah-v5 (SAC)": (
+        Reference("SAC, CleanRL sac_continuous_action (v2), training return, 3 seeds",
+                  "vwxyzjn/cleanrl docs/rl-algorithms/sac/HalfCheetah-v2.png (commit fe8d8a0), mean curve read off "
+                  "the plot (+-150 at 100k, +-100 at 300k); 10310.37 +- 1873.21 at 1M in the table of "
+                  "docs/rl-algorithms/sac.md at commit 7e24ae2",
+                  {100_000: 5450.0, 300_000: 7900.0, 1_000_000: 10310.4}),
+        Reference("SAC, CleanRL sac_continuous_action (v4, pr-424 runs), training return, 3 seeds",
+                  "vwxyzjn/cleanrl docs/rl-algorithms/sac.md (commit fe8d8a0; docs/benchmark/sac.md names them "
+                  "v4): 9634.89 +- 1423.73 at 1M steps", {1_000_000: 9634.9}),
+        Reference("SAC, jaxrl (v2), training return",
+                  "openrlbenchmark static/baselines_vs_cleanrl_vs_jaxrl.png (commit d67da55), read off the plot "
+                  "(+-150); 10311.50 +- 771.90 at 1M in static/baselines_vs_cleanrl_vs_jaxrl.md",
+                  {100_000: 5100.0, 300_000: 8000.0, 1_000_000: 10311.5}),
+        Reference("SAC, Tianshou (v3), deterministic evaluation, 10 seeds",
+                  "thu-ml/tianshou examples/mujoco/benchmark/HalfCheetah-v3/result.json (commit 63f0e9a), agent SAC: "
+                  "6514.62 / 9059.26 / 12121.86 at 100k / 300k / 1M", {100_000: 6514.6, 300_000: 9059.3,
+                                                                          1_000_000: 12121.9}),
+    ),
+    "Hopper-v4 (SAC)": (
+        Reference("SAC, CleanRL sac_continuous_action (v2), training return, 3 seeds",
+                  "vwxyzjn/cleanrl docs/rl-algorithms/sac/Hopper-v2.png (commit fe8d8a0), mean curve read off the "
+                  "plot (+-100 at 100k, +-75 at 300k); 2685.76 +- 762.16 at 1M in the table of "
+                  "docs/rl-algorithms/sac.md at commit 7e24ae2", {100_000: 1380.0, 300_000: 2340.0, 1_000_000: 2685.8}),
+        Reference("SAC, CleanRL sac_continuous_action (v4, pr-424 runs), training return, 3 seeds",
+                  "vwxyzjn/cleanrl docs/rl-algorithms/sac.md (commit fe8d8a0): 2310.46 +- 342.82 at 1M steps",
+                  {1_000_000: 2310.5}),
+        Reference("SAC, jaxrl (v2), training return",
+                  "openrlbenchmark static/baselines_vs_cleanrl_vs_jaxrl.png (commit d67da55), read off the plot "
+                  "(+-200 at 100k, +-150 at 300k); 3018.90 +- 330.19 at 1M in static/baselines_vs_cleanrl_vs_jaxrl.md",
+                  {100_000: 1350.0, 300_000: 2750.0, 1_000_000: 3018.9}),
+        Reference("SAC, Tianshou (v3), deterministic evaluation, 10 seeds",
+                  "thu-ml/tianshou examples/mujoco/benchmark/Hopper-v3/result.json (commit 63f0e9a), agent SAC: "
+                  "2613.46 / 3387.66 / 3531.60 at 100k / 300k / 1M", {100_000: 2613.5, 300_000: 3387.7,
+                                                                      1_000_000: 3531.6}),
+    ),
 }

@@ -30,24 +30,42 @@ def todays_defaults(command: Sequence[str]) -> dict:
     return json.loads(out.stdout)
 
 
-def differences(stretches: list[dict], defaults: dict) -> str:
+def newer_flags_given(record: dict, defaults: dict, given: Sequence[str]) -> list[str]:
+    """The words of `given` (a variant's flags) that set flags newer than the record: what
+    the record cannot say, and the variant's own file does."""
+    absent = {key for key in defaults if key not in record and key not in PER_RUN}
+    words: list[str] = []
+    taking = False
+    for word in given:
+        if word.startswith("--"):
+            taking = word[2:].replace("-", "_") in absent or word[5:].replace("-", "_") in absent  # --no-x
+        if taking:
+            words.append(word)
+    return words
+
+
+def differences(stretches: list[dict], defaults: dict, given: Sequence[str] = ()) -> str:
     """What a run's stretches held beyond `defaults`: the flags (`--flag value`) or "today's
     defaults"; stretches that differ from each other are joined by "then". A flag only one
-    side has (added or removed since) says nothing about the other, and is left out."""
+    side has (added or removed since) says nothing about the other, and is left out, unless
+    the variant's flags (`given`) set it: those are added as given."""
     parts = []
     for stretch in stretches:
         changed = {k: v for k, v in stretch["flags"].items() if k not in PER_RUN and defaults.get(k, v) != v}
-        parts.append(f"`{' '.join(flag_words(changed))}`" if changed else "today's defaults")
+        words = [*flag_words(changed), *newer_flags_given(stretch["flags"], defaults, given)]
+        parts.append(f"`{' '.join(words)}`" if words else "today's defaults")
     return " then ".join(dict.fromkeys(parts))
 
 
-def configs_markdown(runs: list[tuple[str, Path]], command: Sequence[str], defaults: Defaults) -> list[str]:
-    """A line per run with a config.json (`runs`: label and log dir): what it ran with against
-    today's defaults. Runs from before config.json get none; their variant.json says what they
-    were given. `defaults` is asked once, and only when some run has a record."""
-    recorded = [(label, stretches) for label, logdir in runs if (stretches := read_config(logdir))]
+def configs_markdown(runs: list[tuple[str, Path, Sequence[str]]], command: Sequence[str],
+                     defaults: Defaults) -> list[str]:
+    """A line per run with a config.json (`runs`: label, log dir and the variant's flags): what
+    it ran with against today's defaults. Runs from before config.json get none; their
+    variant.json says what they were given. `defaults` is asked once, and only when some run
+    has a record."""
+    recorded = [(label, stretches, given) for label, logdir, given in runs if (stretches := read_config(logdir))]
     if not recorded:
         return []
     today = defaults(command)
     return ["", "Against today's defaults, by each run's config.json:", "",
-            *(f"- {label}: {differences(stretches, today)}" for label, stretches in recorded)]
+            *(f"- {label}: {differences(stretches, today, given)}" for label, stretches, given in recorded)]

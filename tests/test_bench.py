@@ -3,6 +3,8 @@
 import json
 import math
 import os
+import subprocess
+import sys
 
 import pytest
 from conftest import Proc, seedfleet
@@ -95,3 +97,13 @@ def test_threads_started_in_the_block_carry_its_name():
     assert os_name(seen[0]) == "env" and os_name(threading.get_native_id()) == caller
     release.set()
     thread.join()
+
+
+def test_the_step_hash_repeats_for_the_same_code_and_seed_and_moves_with_the_seed():
+    """In processes of their own: the hash turns TensorFlow's deterministic ops on for good."""
+    runs = [subprocess.Popen([sys.executable, "-m", "seedfleet.bench.step_hash", "--env", "CartPole-v1", "--algo",
+                              "vtrace", "--seed", seed], stdout=subprocess.PIPE, text=True) for seed in ("0", "0", "1")]
+    outputs = [run.communicate(timeout=300)[0].splitlines()[-2:] for run in runs]
+    assert all(run.returncode == 0 for run in runs)
+    assert outputs[0] == outputs[1] and "loss/total" in outputs[0][0]
+    assert outputs[2][1] != outputs[0][1] and outputs[0][1].startswith("variables after one learner step: sha256 ")

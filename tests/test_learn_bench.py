@@ -100,10 +100,12 @@ def test_a_variant_is_reported_beside_the_defaults_with_its_flags(tmp_path):
 def test_runs_with_a_config_record_are_stated_against_today_s_defaults(tmp_path):
     """A run's config.json is compared with what the case resolves to today: a default that
     moved after the run shows as the flag it ran with; seed, log dir and --fresh do not count;
-    a run without a record gets no line, and today's defaults are asked once per case."""
+    a run without a record gets no line, and today's defaults are asked once per case. A flag
+    newer than a record says nothing, unless the variant's own flags set it."""
     runs = tmp_path / "runs"
     today = {"seed": 0, "logdir": "x", "fresh": True, "address": "[::]:8470", "torso": "impala_shallow",
-             "life_loss_terminal": True, "learning_rate": 0.00025, "mlp_sizes": [64, 64], "target_return": None}
+             "life_loss_terminal": True, "learning_rate": 0.00025, "mlp_sizes": [64, 64], "target_return": None,
+             "updates_per_call": 8}
     then = {**today, "seed": 1, "logdir": "runs/learn/breakout/seed1", "fresh": False, "address": "127.0.0.1:0",
             "life_loss_terminal": False}
     summary = {"frames": 10_000_000, "wall_s": 1200, "stop_reason": "signal"}
@@ -116,6 +118,11 @@ def test_runs_with_a_config_record_are_stated_against_today_s_defaults(tmp_path)
     record_config(runs / "breakout@nature" / "seed0", {**today, "torso": "nature", "mlp_sizes": [32]}, 3_000_000)
     _fake_run(runs / "breakout@nature" / "seed1", [(600, 5e6, 20.0)], summary)
     record_config(runs / "breakout@nature" / "seed1", {**today, "seed": 1}, 0)
+    before_the_flag = {k: v for k, v in today.items() if k != "updates_per_call"}
+    for variant, flags in (("once", ["--updates-per-call", "1"]), ("plain", ["--no-life-loss-terminal"])):
+        _fake_run(runs / f"breakout@{variant}" / "seed0", [(600, 5e6, 20.0)], summary)
+        (runs / f"breakout@{variant}" / VARIANT_FILE).write_text(json.dumps({"flags": flags}))
+        record_config(runs / f"breakout@{variant}" / "seed0", {**before_the_flag, "life_loss_terminal": False}, 0)
     asked = []
 
     def defaults(command):
@@ -127,6 +134,8 @@ def test_runs_with_a_config_record_are_stated_against_today_s_defaults(tmp_path)
     assert "- seed 1: `--no-life-loss-terminal`" in text
     assert "- seed 0, nature: `--torso nature --learning-rate 0.0006` then `--torso nature --mlp-sizes 32`" in text
     assert "- seed 1, nature: today's defaults" in text
+    assert "- seed 0, once: `--no-life-loss-terminal --updates-per-call 1`" in text
+    assert "- seed 0, plain: `--no-life-loss-terminal`" in text  # a newer flag no one set: not a word
     assert "- seed 0: " not in text  # no record, no line
     assert report_text(tmp_path, runs, ["pong"], defaults=defaults) and len(asked) == 1  # no runs there
 
