@@ -29,6 +29,7 @@ import tensorflow as tf
 from seedfleet.algorithms.agent import ROW_FIELDS, Agent, Unroll
 from seedfleet.algorithms.r2d2.replay import PrioritizedReplay
 from seedfleet.algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
+from seedfleet.errors import UsageError
 from seedfleet.stage_clock import StageClock
 from seedfleet.threads import name_this_thread
 
@@ -53,14 +54,22 @@ def replay_bytes(chunk: dict, capacity: int) -> int:
     return per_item(chunk) * capacity
 
 
-def check_replay_fits(chunk: dict, capacity: int) -> None:
-    """Fails at the first insert, not hours later, if the full replay cannot fit in memory."""
-    needed, available = replay_bytes(chunk, capacity), available_memory_bytes()
+def sum_tree_bytes(capacity: int, priority_exponent: float) -> int:
+    """The sum tree of a prioritized replay (none for a uniform one): float64 nodes, twice the
+    leaves, leaves the capacity rounded up to a power of 2."""
+    return 16 << max(capacity - 1, 0).bit_length() if priority_exponent else 0
+
+
+class ReplayTooLarge(UsageError, MemoryError):
+    """The replay asked for cannot fit in this machine's memory."""
+
+
+def check_fits(needed: float, what: str, capacity_flag: str) -> None:
+    """ReplayTooLarge, naming the flag to lower, if `needed` bytes exceed 90% of what is available."""
+    available = available_memory_bytes()
     if needed > 0.9 * available:
-        raise MemoryError(
-            f"a replay of {capacity:,} sequences needs {needed / 2**30:.1f} GiB once full, "
-            f"and {available / 2**30:.1f} GiB are available: lower --replay-capacity"
-        )
+        raise ReplayTooLarge(f"{what} needs {needed / 2**30:.1f} GiB, and {available / 2**30:.1f} GiB are available: "
+                          f"lower {capacity_flag}")
 
 
 RATIO_TOLERANCE_BATCHES = 2  # batches of training the learner may owe before it stops taking data
@@ -78,6 +87,7 @@ class ReplaySettings:
     checkpoint: bool = False  # checkpoints hold the replay too
     steps_per_item: int = 1  # new env steps each item brings
     owed_from: int = 0  # items inserted before training is owed any (SAC: its random phase; R2D2: from the first)
+    capacity_flag: str = "--replay-capacity"  # the algorithm's flag that sets `capacity`, named when it cannot fit
 
 
 class ReplayTrainer(TrainerThread):
@@ -87,6 +97,8 @@ class ReplayTrainer(TrainerThread):
                  config: ReplaySettings, seed: int, clock: StageClock | None = None):
         super().__init__(agent, queue, metrics, device, clock)
         self.config = config
+        check_fits(sum_tree_bytes(config.capacity, config.priority_exponent),
+                   f"the priorities of a replay of {config.capacity:,} sequences", config.capacity_flag)
         self.replay = PrioritizedReplay(
             config.capacity, config.priority_exponent, config.importance_sampling_exponent, seed=seed
         )
@@ -136,8 +148,9 @@ class ReplayTrainer(TrainerThread):
 
     def insert(self, chunk: Unroll) -> None:
         """Adds one chunk of items to replay with the agent's initial priorities."""
-        if not len(self.replay):
-            check_replay_fits(chunk.as_nest(), self.config.capacity)
+        if not len(self.replay):  # fails at the first insert, not hours later
+            check_fits(replay_bytes(chunk.as_nest(), self.config.capacity),
+                       f"a replay of {self.config.capacity:,} sequences once full", self.config.capacity_flag)
         with self.lock:
             with tf.device(self.device):
                 priorities = self.agent.initial_priorities(chunk)

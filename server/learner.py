@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.registry import AlgoConfig, Algorithm
+from seedfleet.errors import UsageError
 from seedfleet.machine_cpu import record_machine
 from seedfleet.server.assembly import Learner, LearnerConfig
 from seedfleet.server.checkpoint import CheckpointMismatch
@@ -33,7 +34,8 @@ LEARNER_FAILURES = ("trainer_failed", "inference_failed", "supervisor_failed")
 async def supervise(learner: Learner, stop: asyncio.Event,
                     stop_when: Callable[[Metrics], str | None] | None = None) -> str:
     """Runs the periodic tasks until a stop condition holds; returns its reason
-    ("trainer_failed" or "inference_failed" when a thread failed, logged with its traceback)."""
+    ("trainer_failed" or "inference_failed" when a thread failed, logged with its traceback,
+    or in one line for a UsageError)."""
     config, metrics = learner.config, learner.metrics
     last_report = last_checkpoint = time.monotonic()
     while not stop.is_set():
@@ -44,7 +46,10 @@ async def supervise(learner: Learner, stop: asyncio.Event,
             pass
         if (failure := learner.failure()) is not None:
             reason, error = failure
-            log.error("stopping: %s", reason.replace("_", " "), exc_info=error)
+            if isinstance(error, UsageError):  # what the user asked for cannot run: one line, no traceback
+                log.error("stopping: %s: %s", reason.replace("_", " "), error)
+            else:
+                log.error("stopping: %s", reason.replace("_", " "), exc_info=error)
             return reason
         if time.monotonic() - last_report >= config.progress_interval_s:
             last_report = time.monotonic()

@@ -106,10 +106,14 @@ def test_bad_input_is_refused():
 
 
 def test_the_learner_refuses_a_replay_that_cannot_fit_in_memory():
-    from seedfleet.algorithms.replay_trainer import available_memory_bytes, check_replay_fits, replay_bytes
+    from seedfleet.algorithms.replay_trainer import available_memory_bytes, check_fits, replay_bytes, sum_tree_bytes
 
     chunk = {"observation": np.zeros((2, 121, 84, 84), np.uint8), "state": {"h": np.zeros((2, 512), np.float32)}}
     assert replay_bytes(chunk, 10) == 10 * (121 * 84 * 84 + 512 * 4)
     with pytest.raises(MemoryError, match="lower --replay-capacity"):
-        check_replay_fits(chunk, int(available_memory_bytes() / (121 * 84 * 84)) + 1)
-    check_replay_fits(chunk, 10)
+        check_fits(replay_bytes(chunk, int(available_memory_bytes() / (121 * 84 * 84)) + 1), "a replay",
+                   "--replay-capacity")
+    check_fits(replay_bytes(chunk, 10), "a replay", "--replay-capacity")
+    assert sum_tree_bytes(1000, 0.9) == 16 * 1024 == PrioritizedReplay(1000, 0.9).tree.nodes.nbytes
+    assert sum_tree_bytes(1024, 0.9) == 16 * 1024 and sum_tree_bytes(10**12, 0.0) == 0
+    assert PrioritizedReplay(10**12, 0.0).tree is None  # uniform: nothing allocated before the first insert

@@ -1,17 +1,19 @@
 """The R2D2 trainer thread holds the replay ratio both ways: never more training per
 inserted sequence than asked, and actors held back when the learner falls behind."""
 
+import subprocess
 import threading
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import seedfleet
 
 from seedfleet.algorithms.agent import Unroll
 from seedfleet.algorithms.r2d2.builder import replay_settings
 from seedfleet.algorithms.r2d2.config import R2D2Config
-from seedfleet.algorithms.replay_trainer import RATIO_TOLERANCE_BATCHES, ReplayTrainer
+from seedfleet.algorithms.replay_trainer import RATIO_TOLERANCE_BATCHES, ReplayTooLarge, ReplayTrainer
 from seedfleet.server.metrics import Metrics
 from seedfleet.server.unroll_queue import UnrollQueue
 
@@ -107,3 +109,18 @@ def test_sac_is_owed_training_only_after_its_random_steps_and_then_held_to_one_u
     updates, steps = trainer.trained // BATCH, trainer.inserted - 8
     assert steps - 1 <= updates <= steps  # one update per env step after the random ones, not for them
     assert 0.95 <= trainer.progress()["replay_ratio_held"] <= 1.0
+
+
+def test_a_replay_too_large_for_memory_stops_the_run_in_one_line_naming_the_flag(tmp_path):
+    """SAC's --buffer-size at its first insert (uniform: nothing allocated before), and a
+    prioritized replay's sum tree at once, each refused in one line without a traceback."""
+    out = subprocess.run(seedfleet("run", "--env", "Pendulum-v1", "--algo", "sac", "--buffer-size", str(10**11),
+                                   "--max-frames", "6000", "--logdir", str(tmp_path), "--no-jit-compile"),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert "stopping: trainer failed: a replay of 100,000,000,000 sequences once full needs" in out.stderr
+    assert out.stderr.count("lower --buffer-size") == 1
+    with pytest.raises(ReplayTooLarge, match="priorities of a replay of 1,099,511,627,776 sequences .* lower "
+                                             "--replay-capacity"):
+        ReplayTrainer(SlowAgent(), UnrollQueue(capacity=8, batch_size=BATCH), Metrics(frame_skip=1), "/cpu:0",
+                      replay_settings(R2D2Config(replay_capacity=2**40)), seed=0)

@@ -74,7 +74,7 @@ class PrioritizedReplay:
         self.alpha = priority_exponent
         self.beta = importance_sampling_exponent
         self.rng = np.random.default_rng(seed)
-        self.tree = SumTree(capacity)
+        self.tree = SumTree(capacity) if priority_exponent else None  # p^0 = 1: uniform replay keeps no tree
         self.storage: dict | None = None
         self.next_index = 0
         self.size = 0
@@ -100,7 +100,7 @@ class PrioritizedReplay:
             store[indices] = x
 
         _map2(write, self.storage, items)
-        if self.alpha:  # p^0 = 1 for every item: uniform replay keeps no tree
+        if self.tree is not None:
             self.tree.set(indices, priorities**self.alpha)
         self.next_index = int((self.next_index + n) % self.capacity)
         self.size = min(self.size + n, self.capacity)
@@ -110,8 +110,8 @@ class PrioritizedReplay:
         """Returns (indices, importance weights, items), one stratum of the total per draw."""
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay")
-        total = self.tree.total
-        if not self.alpha or total <= 0:  # uniform replay, or every priority zero: sample uniformly
+        total = self.tree.total if self.tree is not None else 0.0
+        if total <= 0:  # uniform replay, or every priority zero: sample uniformly
             indices = self.rng.integers(0, self.size, batch_size)
             probs = np.full(batch_size, 1.0 / self.size)
         else:
@@ -127,24 +127,30 @@ class PrioritizedReplay:
         priorities = np.asarray(priorities, np.float64)
         if not np.all(np.isfinite(priorities)) or np.any(priorities < 0):
             raise ValueError("priorities must be finite and non-negative")
-        if self.alpha:
+        if self.tree is not None:
             self.tree.set(np.asarray(indices), priorities**self.alpha)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Everything needed to continue: stored items (keys "items/<path>"), priorities, ring position."""
-        arrays = {"tree": self.tree.nodes, "position": np.asarray([self.next_index, self.size, self.capacity])}
+        arrays = {"position": np.asarray([self.next_index, self.size, self.capacity])}
+        if self.tree is not None:
+            arrays["tree"] = self.tree.nodes
         if self.storage is not None:
             arrays.update({f"items/{key}": value for key, value in _flatten(self.storage)})
         return arrays
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        """Restores what `to_arrays` gave; raises ValueError if it was another capacity."""
+        """Restores what `to_arrays` gave; raises ValueError if it was another capacity, or
+        uniform where this one is prioritized (a uniform replay has no use for a saved tree)."""
         next_index, size, capacity = (int(v) for v in arrays["position"])
-        if capacity != self.capacity or arrays["tree"].shape != self.tree.nodes.shape:
+        if capacity != self.capacity:
             raise ValueError(f"the saved replay holds {capacity} sequences, this one {self.capacity}")
+        if self.tree is not None and "tree" not in arrays:
+            raise ValueError("the saved replay was uniform, this one is prioritized")
         items = {key[len("items/"):]: value for key, value in arrays.items() if key.startswith("items/")}
         self.storage = _unflatten(items) if items else None
-        self.tree.nodes = np.array(arrays["tree"], np.float64)
+        if self.tree is not None:
+            self.tree.nodes = np.array(arrays["tree"], np.float64)
         self.next_index, self.size = next_index, size
 
     def bytes_per_step(self, steps_per_item: int) -> float:

@@ -22,7 +22,7 @@ def replay_settings(config: SACConfig) -> ReplaySettings:
     for the transitions after them only, as in the references."""
     start = max(config.learning_starts, config.batch_size)
     return ReplaySettings(config.buffer_size, start, config.replay_ratio * config.batch_size,
-                          checkpoint=config.checkpoint_replay, owed_from=start)
+                          checkpoint=config.checkpoint_replay, owed_from=start, capacity_flag="--buffer-size")
 
 
 def make_trainer(agent: SACAgent, queue: UnrollSource, metrics: LearnerStepRecorder, device: str,
