@@ -14,7 +14,9 @@ that commit has none. The agent acts on the batch's rows first, so its extras an
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
+import sys
 
 import numpy as np
 import tensorflow as tf
@@ -22,8 +24,7 @@ import tensorflow as tf
 from seedfleet.algorithms.agent import Unroll
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.registry import ALGORITHMS
-from seedfleet.deploy.cli import build_parser
-from seedfleet.deploy.flags import from_flags
+from seedfleet.bench.run_config import todays_defaults
 from seedfleet.server.assembly import env_config_for, make_agent
 from seedfleet.server.config import LearnerConfig
 from seedfleet.wire import EnvSpec
@@ -33,16 +34,26 @@ def batch_major(rows: np.ndarray) -> np.ndarray:
     return np.swapaxes(rows, 0, 1)
 
 
+def config_of(cls: type, flags: dict):
+    """`cls` from the flags as the CLI resolved them (JSON lists back to tuples where the field is one)."""
+    values = {}
+    for field in dataclasses.fields(cls):
+        if field.name in flags:
+            value = flags[field.name]
+            values[field.name] = tuple(value) if isinstance(value, list) else value
+    return cls(**values)
+
+
 def step_hash(env: str, algo_name: str, seed: int) -> tuple[str, dict[str, float]]:
     """(sha256 of every trainable variable after one learner step, the step's losses)."""
     tf.random.set_seed(seed)
     tf.config.experimental.enable_op_determinism()
     algo = ALGORITHMS[algo_name]
-    args = build_parser("learner", algo_name, env).parse_args(
-        ["--env", env, "--seed", str(seed), "--compute-dtype", "float32", "--no-jit-compile"])
-    config = from_flags(LearnerConfig, args)
+    flags = todays_defaults([sys.executable, "-m", "seedfleet.deploy.cli", "learner", "--env", env, "--algo", algo_name,
+                             "--seed", str(seed), "--compute-dtype", "float32", "--no-jit-compile"])
+    config = config_of(LearnerConfig, flags)
     env_config, frame_skip = env_config_for(config)
-    agent = make_agent(config, algo, from_flags(algo.config_class, args), from_flags(NetworkConfig, args),
+    agent = make_agent(config, algo, config_of(algo.config_class, flags), config_of(NetworkConfig, flags),
                        env_config, "/CPU:0", frame_skip)
     spec = EnvSpec.from_proto(env_config)
     rng = np.random.default_rng(seed)
