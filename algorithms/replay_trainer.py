@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms.agent import ROW_FIELDS, Agent, Unroll
-from seedfleet.algorithms.r2d2.replay import PrioritizedReplay
+from seedfleet.algorithms.r2d2.replay import PrioritizedReplay, SumTree
 from seedfleet.algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
 from seedfleet.errors import UsageError
 from seedfleet.stage_clock import StageClock
@@ -55,9 +55,8 @@ def replay_bytes(chunk: dict, capacity: int) -> int:
 
 
 def sum_tree_bytes(capacity: int, priority_exponent: float) -> int:
-    """The sum tree of a prioritized replay (none for a uniform one): float64 nodes, twice the
-    leaves, leaves the capacity rounded up to a power of 2."""
-    return 16 << max(capacity - 1, 0).bit_length() if priority_exponent else 0
+    """The sum tree of a prioritized replay; none for a uniform one."""
+    return SumTree.nbytes_for(capacity) if priority_exponent else 0
 
 
 class ReplayTooLarge(UsageError, MemoryError):

@@ -21,9 +21,19 @@ class SumTree:
     """A complete binary tree of sums over `capacity` leaves, stored in one array."""
 
     def __init__(self, capacity: int):
-        self.depth = int(np.ceil(np.log2(max(capacity, 1))))
+        self.depth = self.depth_for(capacity)
         self.leaves = 1 << self.depth
         self.nodes = np.zeros(2 * self.leaves, np.float64)  # node i has children 2i, 2i+1; root 1
+
+    @staticmethod
+    def depth_for(capacity: int) -> int:
+        """Levels below the root: the capacity rounded up to a power of 2 leaves."""
+        return max(capacity - 1, 0).bit_length()
+
+    @classmethod
+    def nbytes_for(cls, capacity: int) -> int:
+        """What the tree of `capacity` leaves takes, before allocating it: float64, 2 x leaves."""
+        return 16 << cls.depth_for(capacity)
 
     @property
     def total(self) -> float:
