@@ -1,6 +1,7 @@
 """The R2D2 trainer thread holds the replay ratio both ways: never more training per
 inserted sequence than asked, and actors held back when the learner falls behind."""
 
+import json
 import subprocess
 import threading
 import time
@@ -113,13 +114,17 @@ def test_sac_is_owed_training_only_after_its_random_steps_and_then_held_to_one_u
 
 def test_a_replay_too_large_for_memory_stops_the_run_in_one_line_naming_the_flag(tmp_path):
     """SAC's --buffer-size at its first insert (uniform: nothing allocated before), and a
-    prioritized replay's sum tree at once, each refused in one line without a traceback."""
+    prioritized replay's sum tree at once, each refused in one line without a traceback. The
+    run still writes its summary, marked failed, and keeps no checkpoint of the failed trainer."""
     out = subprocess.run(seedfleet("run", "--env", "Pendulum-v1", "--algo", "sac", "--buffer-size", str(10**11),
                                    "--max-frames", "6000", "--logdir", str(tmp_path), "--no-jit-compile"),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-3000:]
     assert "stopping: trainer failed: a replay of 100,000,000,000 sequences once full needs" in out.stderr
     assert out.stderr.count("lower --buffer-size") == 1
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["stop_reason"] == "trainer_failed" and summary["learner_steps"] == 0
+    assert not list((tmp_path / "checkpoints").glob("ckpt-*"))
     with pytest.raises(ReplayTooLarge, match="priorities of a replay of 1,099,511,627,776 sequences .* lower "
                                              "--replay-capacity"):
         ReplayTrainer(SlowAgent(), UnrollQueue(capacity=8, batch_size=BATCH), Metrics(frame_skip=1), "/cpu:0",
