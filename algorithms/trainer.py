@@ -40,6 +40,8 @@ class UnrollSource(Protocol):
 
     def get_chunk(self, timeout_s: float) -> Unroll | None: ...
 
+    def done_with(self, unrolls: int) -> None: ...
+
 
 class LearnerStepRecorder(Protocol):
     """The learner's metrics, as trainers report to them."""
@@ -107,10 +109,14 @@ class OnPolicyTrainer(TrainerThread):
                 lap = self.clock.start()
                 batch = self.queue.get_batch(self.agent.batch_size, timeout_s=0.5)
                 lap = self.clock.lap("train_batch", lap)
-                if batch is None or not self.learn:
+                if batch is None:
+                    continue
+                if not self.learn:
+                    self.queue.done_with(batch.size)
                     continue
                 with self.lock, tf.device(self.device):
                     out = self.agent.learn(batch)
+                self.queue.done_with(batch.size)  # acting may go on (--sync-acting), on the new variables
                 self.record_step(out)
                 self.clock.lap("train_step", lap)
         except BaseException as error:  # noqa: BLE001 - reported by the main loop

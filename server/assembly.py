@@ -167,7 +167,7 @@ class Learner:
 
         metrics = Metrics(frame_skip)
         clock = StageClock()  # CPU by stage of the path below (seedfleet/stage_clock.py)
-        queue = UnrollQueue(config.queue_unrolls or 2 * agent.batch_size, agent.batch_size)
+        queue = UnrollQueue(config.queue_unrolls or 2 * agent.batch_size, agent.batch_size, config.sync_acting)
         engine = InferenceEngine(agent, EnvSlots.for_agent(config.max_envs, agent, acted_spec(config, spec), clock),
                                  queue, metrics, device, normalization)
         executor = ThreadPoolExecutor(1, thread_name_prefix="inference", initializer=name_this_thread,

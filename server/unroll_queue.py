@@ -3,6 +3,15 @@
 Unrolls arrive in chunks (all the envs that completed an unroll in one inference
 batch) and leave in training batches of a fixed size. A full queue blocks the
 producer: the actors then wait for the learner, which keeps the data near on-policy.
+
+With `sync_acting` the producer also waits, once a chunk completes a training batch, until
+the trainer is done with that batch (`done_with`). Acting then pauses while the trainer
+trains, and the next batch is acted by the policy it has just trained: a policy lag of 0
+learner steps instead of about 1, as in synchronous PPO, at the price of actors idle while
+the trainer works. Two parts of a batch still trail by a step: the first action of each
+unroll (chosen on the unroll's boundary observation, before the wait) and the steps other
+envs took between the first chunk of a batch and the one that completed it. A chunk taken
+whole (`get_chunk`, the replay trainers') counts as done with when taken.
 """
 
 from __future__ import annotations
@@ -18,9 +27,11 @@ class UnrollQueue:
     queue holds fewer than `batch_size`: otherwise a queue of 10 facing a chunk of 30 with
     capacity 32 would wait for a trainer that waits for 16, for ever."""
 
-    def __init__(self, capacity: int, batch_size: int = 1):
+    def __init__(self, capacity: int, batch_size: int = 1, sync_acting: bool = False):
         self.capacity = capacity
         self.batch_size = batch_size
+        self.sync_acting = sync_acting
+        self.done = 0  # unrolls the trainer is done with (trained on, or taken whole)
         self._chunks: deque[Unroll] = deque()
         self._size = 0
         self._closed = False
@@ -43,7 +54,15 @@ class UnrollQueue:
             self._size += chunk.size
             self.accepted += chunk.size
             self._cond.notify_all()
+            while self.sync_acting and self.accepted - self.done >= self.batch_size and not self._closed:
+                self._cond.wait()
             return True
+
+    def done_with(self, unrolls: int) -> None:
+        """The trainer has trained on (or dropped) this many unrolls of the batches it took."""
+        with self._cond:
+            self.done += unrolls
+            self._cond.notify_all()
 
     def get_batch(self, batch_size: int, timeout_s: float) -> Unroll | None:
         """Takes exactly `batch_size` unrolls, oldest first; None on timeout or close."""
@@ -75,6 +94,7 @@ class UnrollQueue:
             chunk = self._chunks.popleft()
             self._size -= chunk.size
             self.taken += chunk.size
+            self.done += chunk.size
             self._cond.notify_all()
             return chunk
 
