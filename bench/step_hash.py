@@ -14,7 +14,6 @@ that commit has none. The agent acts on the batch's rows first, so its extras an
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import sys
 
@@ -27,21 +26,12 @@ from seedfleet.algorithms.registry import ALGORITHMS
 from seedfleet.bench.run_config import todays_defaults
 from seedfleet.server.assembly import env_config_for, make_agent
 from seedfleet.server.config import LearnerConfig
+from seedfleet.settings import config_from
 from seedfleet.wire import EnvSpec
 
 
 def batch_major(rows: np.ndarray) -> np.ndarray:
     return np.swapaxes(rows, 0, 1)
-
-
-def config_of(cls: type, flags: dict):
-    """`cls` from the flags as the CLI resolved them (JSON lists back to tuples where the field is one)."""
-    values = {}
-    for field in dataclasses.fields(cls):
-        if field.name in flags:
-            value = flags[field.name]
-            values[field.name] = tuple(value) if isinstance(value, list) else value
-    return cls(**values)
 
 
 def step_hash(env: str, algo_name: str, seed: int) -> tuple[str, dict[str, float]]:
@@ -51,9 +41,9 @@ def step_hash(env: str, algo_name: str, seed: int) -> tuple[str, dict[str, float
     algo = ALGORITHMS[algo_name]
     flags = todays_defaults([sys.executable, "-m", "seedfleet.deploy.cli", "learner", "--env", env, "--algo", algo_name,
                              "--seed", str(seed), "--compute-dtype", "float32", "--no-jit-compile"])
-    config = config_of(LearnerConfig, flags)
+    config = config_from(LearnerConfig, flags)
     env_config, frame_skip = env_config_for(config)
-    agent = make_agent(config, algo, config_of(algo.config_class, flags), config_of(NetworkConfig, flags),
+    agent = make_agent(config, algo, config_from(algo.config_class, flags), config_from(NetworkConfig, flags),
                        env_config, "/CPU:0", frame_skip)
     spec = EnvSpec.from_proto(env_config)
     rng = np.random.default_rng(seed)

@@ -77,6 +77,14 @@ def read_config(logdir: Path) -> list[dict]:
         return []
 
 
+def config_from(cls: type, values: Mapping[str, object]):
+    """`cls` from the values of its fields found in `values` (a config.json's flags, a
+    checkpoint's setup): JSON lists back to tuples; other keys are left out, and a field
+    `values` lacks takes its default."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items() if k in names})
+
+
 def flag_words(flags: dict[str, object]) -> list[str]:
     """The command-line flags that set these values: `--name value`, `--name` or `--no-name`
     for a bool, `--name a b` for a list."""

@@ -38,6 +38,7 @@ from seedfleet.errors import UsageError
 from seedfleet.server.config import LearnerConfig
 from seedfleet.server.metrics import Metrics
 from seedfleet.server.normalization import Normalization
+from seedfleet.settings import config_from
 
 log = logging.getLogger("seedfleet.checkpoint")
 
@@ -76,11 +77,10 @@ def _shape_defining(value):
 def _config(cls, saved: dict):
     """`cls` from its saved fields: lists back to tuples; fields this version no longer has are
     dropped with a warning (a field it added takes its default)."""
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    dropped = sorted(set(saved) - set(fields))
+    dropped = sorted(set(saved) - {f.name for f in dataclasses.fields(cls)})
     if dropped:
         log.warning("%s: ignoring saved settings this version does not have: %s", cls.__name__, ", ".join(dropped))
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in fields})
+    return config_from(cls, saved)
 
 
 INPUT_DEFINING = ("normalize_observations",)  # learner settings that change what the network's inputs mean

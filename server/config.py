@@ -32,7 +32,7 @@ class LearnerConfig:
     inference_batch_size: int = 256  # flush a batch once this many envs wait
     inference_timeout_ms: float = 4.0  # ... or once the oldest request waited this long
     queue_unrolls: int = 0  # unrolls buffered for the trainer (0: two training batches)
-    sync_acting: bool = False  # acting pauses from each complete batch until it is trained on (policy lag 0;
+    sync_acting: bool = False  # acting pauses from each complete batch until it is trained on (policy lag near 0;
     # server/unroll_queue.py); off: actors act on the next batch while the trainer trains on this one
     progress_interval_s: float = 5.0  # seconds between console progress lines
     checkpoint_interval_s: float = 600.0  # seconds between checkpoints in <logdir>/checkpoints (0: only on stop)
