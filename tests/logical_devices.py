@@ -4,7 +4,8 @@ before TensorFlow first lists its devices, hence a process of its own:
   python tests/logical_devices.py cli ARGS...   `seedfleet ARGS...` (deploy.cli) on 2 CPU devices
   python tests/logical_devices.py agents        one learner step on 2 devices against the same step
                                                 on 1, and checkpoints written on one restored on the
-                                                other, for IMPALA and R2D2 (SAC: its step);
+                                                other, for IMPALA and R2D2 (SAC: its step), then the
+                                                error of a batch that does not split over the two;
                                                 exits non-zero on a mismatch
 """
 
@@ -102,6 +103,26 @@ def check_agents(devices: tuple[str, ...]) -> None:
                 np.testing.assert_allclose(source.policy(*args)[1], target.policy(*args)[1], rtol=1e-5)
         print(f"{name}: 3 learner steps on 2 devices equal those on 1; checkpoints restore both ways", flush=True)
     check_sac(devices)
+    check_uneven_batch(devices)
+
+
+def check_uneven_batch(devices: tuple[str, ...]) -> None:
+    """A batch that does not split over the devices is refused when the agent is built (the
+    CLI prints the UsageError as one line, as test_multi_device checks for --train-devices)."""
+    from seedfleet.actions import ActionSpec
+    from seedfleet.algorithms.agent import AgentContext
+    from seedfleet.algorithms.impala.agent import ImpalaAgent
+    from seedfleet.algorithms.impala.config import ImpalaConfig
+    from seedfleet.algorithms.network_config import NetworkConfig
+    from seedfleet.errors import UsageError
+
+    try:
+        ImpalaAgent(ImpalaConfig(batch_size=15), NetworkConfig(jit_compile=False),
+                    AgentContext((3,), np.dtype(np.float32), ActionSpec.discrete(2), train_devices=devices))
+    except UsageError as error:
+        print(f"uneven batch: {error}", flush=True)
+    else:
+        raise AssertionError("a batch of 15 was shared over 2 devices")
 
 
 def check_sac(devices: tuple[str, ...]) -> None:

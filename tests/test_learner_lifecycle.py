@@ -23,7 +23,7 @@ def test_sigterm_twice_still_writes_the_summary_and_exits_0(procs, tmp_path):
 
 
 def test_a_missed_target_exits_1(tmp_path):
-    run = Proc(seedfleet("run", "--actors", "1", "--envs-per-actor", "4", "--max-frames", "2000",
+    run = Proc(seedfleet("run", "--actors", "1", "--envs-per-actor", "4", "--max-frames", "500",
                          "--target-return", "475", "--logdir", str(tmp_path)))
     assert run.popen.wait(timeout=120) == 1, run.output()[-2000:]
     assert "target return 475.0 not reached" in run.output()
