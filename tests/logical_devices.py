@@ -4,8 +4,8 @@ before TensorFlow first lists its devices, hence a process of its own:
   python tests/logical_devices.py cli ARGS...   `seedfleet ARGS...` (deploy.cli) on 2 CPU devices
   python tests/logical_devices.py agents        one learner step on 2 devices against the same step
                                                 on 1, and checkpoints written on one restored on the
-                                                other, for IMPALA and R2D2 (SAC: its step), then the
-                                                error of a batch that does not split over the two;
+                                                other, for IMPALA and R2D2, the error of a batch
+                                                that does not split over the two, and SAC's step;
                                                 exits non-zero on a mismatch
 """
 
@@ -58,6 +58,7 @@ def check_agents(devices: tuple[str, ...]) -> None:
     from seedfleet.algorithms.network_config import NetworkConfig
     from seedfleet.algorithms.r2d2.agent import R2D2Agent
     from seedfleet.algorithms.r2d2.config import R2D2Config
+    from seedfleet.errors import UsageError
 
     # The equality is of the sharded math against the unsharded; XLA's compile of the one-device
     # step (the learner's default) is run by every learner test, and here cost 21 s of CPU.
@@ -102,27 +103,14 @@ def check_agents(devices: tuple[str, ...]) -> None:
                         target.initial_state(5))
                 np.testing.assert_allclose(source.policy(*args)[1], target.policy(*args)[1], rtol=1e-5)
         print(f"{name}: 3 learner steps on 2 devices equal those on 1; checkpoints restore both ways", flush=True)
-    check_sac(devices)
-    check_uneven_batch(devices)
-
-
-def check_uneven_batch(devices: tuple[str, ...]) -> None:
-    """A batch that does not split over the devices is refused when the agent is built (the
-    CLI prints the UsageError as one line, as test_multi_device checks for --train-devices)."""
-    from seedfleet.actions import ActionSpec
-    from seedfleet.algorithms.agent import AgentContext
-    from seedfleet.algorithms.impala.agent import ImpalaAgent
-    from seedfleet.algorithms.impala.config import ImpalaConfig
-    from seedfleet.algorithms.network_config import NetworkConfig
-    from seedfleet.errors import UsageError
-
-    try:
-        ImpalaAgent(ImpalaConfig(batch_size=15), NetworkConfig(jit_compile=False),
-                    AgentContext((3,), np.dtype(np.float32), ActionSpec.discrete(2), train_devices=devices))
-    except UsageError as error:
+    try:  # a batch that does not split over the devices is refused when the agent is built
+        ImpalaAgent(ImpalaConfig(batch_size=15), network,
+                    AgentContext((3,), np.dtype(np.float32), two_actions, train_devices=devices))
+    except UsageError as error:  # the CLI prints it as one line, as test_multi_device checks
         print(f"uneven batch: {error}", flush=True)
     else:
         raise AssertionError("a batch of 15 was shared over 2 devices")
+    check_sac(devices)
 
 
 def check_sac(devices: tuple[str, ...]) -> None:
