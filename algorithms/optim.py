@@ -1,63 +1,122 @@
-"""Keras optimizers with a linear learning-rate decay and global-norm gradient clipping.
+"""Adam and RMSProp with a linear learning-rate decay and global-norm gradient clipping.
 
-Keras' optimizers work on `tf.Variable`s and checkpoint with `tf.train.Checkpoint`, so
-every agent uses them rather than an update rule of its own.
+Plain TensorFlow, so that no process of ours imports Keras (server/native_logs.py keeps
+TensorFlow's own eager import of it out, a quarter of TensorFlow's import time). The updates
+are Keras 3's op for op and the checkpoint layout is its too, so learner steps are bit for bit
+those of the Keras optimizers used before and their checkpoints restore:
+`_iterations`, `_learning_rate` (a constant rate only) and
+`_variables` = [iterations, learning rate if constant, slots of variable 0, of variable 1, ...].
 
-RMSProp here is Keras' (and TensorFlow 1's, as IMPALA used it): v <- rho v + (1 - rho) g^2,
-w <- w - lr g / sqrt(v + eps), epsilon *inside* the square root, so IMPALA's eps = 0.01
-bounds the step at lr * |g| / 0.1. Adam's epsilon is outside: w <- w - lr m_hat / (sqrt(v_hat) + eps).
+Adam (Kingma & Ba 2015, Algorithm 1, with the bias corrections folded into the step size), at
+update t = iterations + 1:
+
+    m <- m + (1 - b1) (g - m)            v <- v + (1 - b2) (g^2 - v)
+    alpha_t = lr sqrt(1 - b2^t) / (1 - b1^t)
+    w <- w - alpha_t m / (sqrt(v) + eps)
+
+so eps sits outside the square root and is not bias-corrected (the paper's epsilon-hat).
+
+RMSProp (TensorFlow 1's, as IMPALA used it), no momentum:
+
+    v <- rho v + (1 - rho) g^2           w <- w - lr g / sqrt(v + eps)
+
+with eps *inside* the square root, so IMPALA's eps = 0.01 bounds the step at lr |g| / 0.1.
+
+The learning rate falls linearly from `learning_rate` at update 0 to 0 at update
+`decay_steps` and stays there: lr_t = lr (1 - min(t, D) / D).
 """
 
 from __future__ import annotations
 
-import keras
+from collections.abc import Sequence
+
 import tensorflow as tf
 
 from seedfleet.errors import UsageError
 
 OPTIMIZERS = ("adam", "rmsprop")
+ADAM_BETA_1 = 0.9  # Adam's first-moment decay (the paper's and Keras' default)
+ADAM_BETA_2 = 0.999  # Adam's second-moment decay
 
 
-def learning_rate_schedule(learning_rate: float, decay_steps: int):
-    """`learning_rate`, falling linearly to 0 over `decay_steps` learner steps (0: constant)."""
-    if decay_steps <= 0:
-        return learning_rate
-    return keras.optimizers.schedules.PolynomialDecay(learning_rate, decay_steps, end_learning_rate=0.0, power=1.0)
+class Optimizer(tf.Module):
+    """Adam or RMSProp over a fixed list of variables, its slots created now (so a checkpoint
+    restores into them before the first step). Under a `tf.distribute` strategy, create it in
+    the strategy's scope and apply it in cross-replica context: each update is computed once
+    and written to every device's copy."""
 
+    def __init__(self, kind: str, variables: Sequence[tf.Variable], learning_rate: float, epsilon: float,
+                 decay_steps: int = 0, rmsprop_decay: float = 0.99):
+        super().__init__(name=kind)
+        if kind not in OPTIMIZERS:
+            raise UsageError(f"unknown optimizer {kind!r}; choose from {', '.join(OPTIMIZERS)}")
+        self.kind = kind
+        self.epsilon = epsilon
+        self.rho = rmsprop_decay
+        self.initial_learning_rate = learning_rate
+        self.decay_steps = decay_steps
+        self._trainable_variables = list(variables)
+        self._iterations = tf.Variable(0, dtype=tf.int64, trainable=False, name="iteration")
+        self._variables = [self._iterations]
+        if decay_steps <= 0:
+            self._learning_rate = tf.Variable(learning_rate, dtype=tf.float32, trainable=False, name="learning_rate")
+            self._variables.append(self._learning_rate)
+        names = ("momentum", "velocity") if kind == "adam" else ("velocity",)
+        self._slots = [[tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name=f"{v.name.split(':')[0]}_{n}")
+                        for n in names] for v in self._trainable_variables]
+        self._variables.extend(slot for slots in self._slots for slot in slots)
 
-def make_optimizer(kind: str, learning_rate: float, epsilon: float, decay_steps: int = 0,
-                   rmsprop_decay: float = 0.99) -> keras.optimizers.Optimizer:
-    """Adam or RMSProp (no momentum) with the schedule above."""
-    rate = learning_rate_schedule(learning_rate, decay_steps)
-    if kind == "adam":
-        return keras.optimizers.Adam(rate, epsilon=epsilon)
-    if kind == "rmsprop":
-        return keras.optimizers.RMSprop(rate, rho=rmsprop_decay, epsilon=epsilon)
-    raise UsageError(f"unknown optimizer {kind!r}; choose from {', '.join(OPTIMIZERS)}")
+    @property
+    def iterations(self) -> tf.Variable:
+        """Updates applied so far."""
+        return self._iterations
 
+    @property
+    def variables(self) -> list[tf.Variable]:
+        """The optimizer's own state, in checkpoint order."""
+        return list(self._variables)
 
-def build(optimizer: keras.optimizers.Optimizer, variables: list[tf.Variable]) -> keras.optimizers.Optimizer:
-    """Creates the optimizer's slots now, so a checkpoint restores into them before the first step."""
-    optimizer.build(variables)
-    return optimizer
+    def learning_rate(self) -> tf.Tensor:
+        """The step size the next update uses (after the schedule)."""
+        if self.decay_steps <= 0:
+            return tf.convert_to_tensor(self._learning_rate)
+        decay = tf.constant(float(self.decay_steps))
+        done = tf.minimum(tf.cast(self._iterations, tf.float32), decay) / decay
+        return tf.constant(self.initial_learning_rate, tf.float32) * (1 - done)
 
+    def apply_clipped(self, grads: Sequence[tf.Tensor], max_grad_norm: float | None = None
+                      ) -> tuple[tf.Tensor, tf.Tensor]:
+        """One update with the gradients clipped to `max_grad_norm` in global norm, made only
+        if they are finite (a NaN or Inf loss leaves the variables, the optimizer's state and
+        its step count as they were). Returns (their norm before clipping, whether applied)."""
+        norm = tf.linalg.global_norm(grads)
 
-def apply_clipped(optimizer: keras.optimizers.Optimizer, grads: list[tf.Tensor], variables: list[tf.Variable],
-                  max_grad_norm: float | None = None) -> tuple[tf.Tensor, tf.Tensor]:
-    """One update with the gradients clipped to `max_grad_norm` in global norm, made only
-    if they are finite (a NaN or Inf loss leaves the variables, the optimizer's state and
-    its step count as they were). Returns (their norm before clipping, whether applied)."""
-    norm = tf.linalg.global_norm(grads)
+        def update() -> tf.Tensor:
+            clipped = tf.clip_by_global_norm(grads, max_grad_norm, use_norm=norm)[0] if max_grad_norm else grads
+            self._apply(clipped)
+            return tf.constant(True)
 
-    def update() -> tf.Tensor:
-        clipped = tf.clip_by_global_norm(grads, max_grad_norm, use_norm=norm)[0] if max_grad_norm else grads
-        optimizer.apply_gradients(zip(clipped, variables, strict=True))
-        return tf.constant(True)
+        return norm, tf.cond(tf.math.is_finite(norm), update, lambda: tf.constant(False))
 
-    return norm, tf.cond(tf.math.is_finite(norm), update, lambda: tf.constant(False))
+    def _apply(self, grads: Sequence[tf.Tensor]) -> None:
+        rate = self.learning_rate()
+        step = tf.cast(self._iterations + 1, tf.float32)
+        rule = self._adam if self.kind == "adam" else self._rmsprop
+        for grad, variable, slots in zip(grads, self._trainable_variables, self._slots, strict=True):
+            rule(variable, grad, rate, step, *slots)  # mirrored: one value, written to every copy
+        self._iterations.assign_add(1)
 
+    def _adam(self, variable: tf.Variable, grad: tf.Tensor, rate: tf.Tensor, step: tf.Tensor,
+              m: tf.Variable, v: tf.Variable) -> None:
+        beta_1_power = tf.pow(tf.constant(ADAM_BETA_1), step)
+        beta_2_power = tf.pow(tf.constant(ADAM_BETA_2), step)
+        alpha = rate * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+        m.assign_add((grad - m) * (1 - ADAM_BETA_1))
+        v.assign_add((tf.square(grad) - v) * (1 - ADAM_BETA_2))
+        variable.assign_sub((m * alpha) / (tf.sqrt(v) + self.epsilon))
 
-def current_learning_rate(optimizer: keras.optimizers.Optimizer) -> tf.Tensor:
-    """The step size the next update uses (after the schedule)."""
-    rate = optimizer.learning_rate
-    return tf.convert_to_tensor(rate, tf.float32)
+    def _rmsprop(self, variable: tf.Variable, grad: tf.Tensor, rate: tf.Tensor, step: tf.Tensor,
+                 v: tf.Variable) -> None:
+        del step  # RMSProp has no bias correction
+        v.assign(self.rho * v + (1 - self.rho) * tf.square(grad))
+        variable.assign_sub((rate * grad) / tf.sqrt(v + self.epsilon))

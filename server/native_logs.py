@@ -72,6 +72,26 @@ def stderr_filtered(dropped: tuple[re.Pattern, ...]) -> Iterator[None]:
             os.close(saved)
 
 
+# TensorFlow's __init__ imports Keras' optimizers "so that any function/method that needs to
+# happen at load time will trigger" (b/196254385), inside a `try` that passes on ImportError.
+# seedfleet uses no Keras (algorithms/optim.py), and that import is a quarter of TensorFlow's.
+KERAS_EAGER_IMPORT = "keras.src.optimizers"
+
+
+def import_tensorflow() -> ModuleType:
+    """`import tensorflow` without the eager Keras import: for that one statement the module
+    is marked absent (None in sys.modules makes its import raise ImportError), then unmarked,
+    so a later `import keras` or `tf.keras` in the same process still works."""
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    marked = sys.modules.setdefault(KERAS_EAGER_IMPORT, None) is None
+    try:
+        return importlib.import_module("tensorflow")
+    finally:
+        if marked and sys.modules.get(KERAS_EAGER_IMPORT, "") is None:
+            del sys.modules[KERAS_EAGER_IMPORT]
+
+
 def import_tensorflow_quietly(verbose: bool = False) -> ModuleType:
     """Imports TensorFlow and finds its devices without the start-up lines, all of them info
     lines but the failed cuInit where no NVIDIA driver is present. With `verbose`, or
@@ -79,11 +99,11 @@ def import_tensorflow_quietly(verbose: bool = False) -> ModuleType:
     prints it; a level the user set is kept."""
     level = os.environ.get(LEVEL_VARIABLE)
     if verbose or (level is not None and level.strip() in ("0", "1")):
-        return importlib.import_module("tensorflow")
+        return import_tensorflow()
     driver = nvidia_driver_present()
     if level is None:  # 3 hides tsl's errors too: without a driver they are about the missing GPU
         os.environ[LEVEL_VARIABLE] = "2" if driver else "3"
     with stderr_filtered(STARTUP_LINES + (() if driver else (NO_DRIVER_LINE,))):
-        tf = importlib.import_module("tensorflow")
+        tf = import_tensorflow()
         tf.config.list_physical_devices()  # CUDA's initialisation, and its line, happen here
     return tf

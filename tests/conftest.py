@@ -16,7 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from seedfleet.server.native_logs import import_tensorflow
+
 ROOT = Path(__file__).resolve().parent.parent
+if os.environ.get("PYTEST_XDIST_WORKER"):  # where the test modules run (`make test`), not in xdist's controller
+    import_tensorflow()  # their `import tensorflow` finds it loaded, without Keras (server/native_logs.py)
 
 
 class Proc:

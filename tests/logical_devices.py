@@ -111,6 +111,7 @@ def check_agents(devices: tuple[str, ...]) -> None:
     else:
         raise AssertionError("a batch of 15 was shared over 2 devices")
     check_sac(devices)
+    print(f"keras loaded: {any(name.split('.')[0] == 'keras' for name in sys.modules)}", flush=True)
 
 
 def check_sac(devices: tuple[str, ...]) -> None:

@@ -5,7 +5,6 @@ import pytest
 import tensorflow as tf
 
 from seedfleet.actions import ActionSpec
-from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import AgentContext, Unroll
 from seedfleet.algorithms.impala import vtrace
 from seedfleet.algorithms.impala.agent import ImpalaAgent
@@ -299,7 +298,7 @@ def test_epochs_take_several_steps_per_batch_and_stretch_the_learning_rate_decay
         decaying.learn(batch)
     # 5 of 10 learner steps: half the step size is left, though the optimizer took 15 steps
     assert int(decaying.optimizer.iterations.numpy()) == 15
-    np.testing.assert_allclose(optim.current_learning_rate(decaying.optimizer).numpy(), 0.5e-3, rtol=1e-5)
+    np.testing.assert_allclose(decaying.optimizer.learning_rate().numpy(), 0.5e-3, rtol=1e-5)
 
 
 def test_epochs_below_one_are_refused():

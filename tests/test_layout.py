@@ -3,7 +3,7 @@
 The TensorFlow-free core (`seedfleet/`) stands under both sides; the actor side never
 loads TensorFlow, the learner or the algorithms; the learner never loads the actor
 package; the algorithms know nothing of gRPC or processes; the bench does not reach back
-into the CLI that runs it.
+into the CLI that runs it. Nothing imports Keras.
 """
 
 import ast
@@ -17,9 +17,11 @@ SUBPACKAGES = ("server", "actor_client", "algorithms", "deploy", "bench")  # fol
 RULES = {  # layer: layers and top-level modules it must not import
     "seedfleet": ("tensorflow", "keras", *SUBPACKAGES),
     "actor_client": ("tensorflow", "keras", "server", "algorithms", "deploy", "bench"),
-    "server": ("actor_client", "deploy", "bench"),
-    "algorithms": ("grpc", "grpc_health", "server", "actor_client", "deploy", "bench", "subprocess", "multiprocessing"),
-    "bench": ("deploy",),  # the CLI in deploy/ runs the bench; both launch through seedfleet.processes
+    "server": ("keras", "actor_client", "deploy", "bench"),
+    "algorithms": ("keras", "grpc", "grpc_health", "server", "actor_client", "deploy", "bench", "subprocess",
+                   "multiprocessing"),
+    "bench": ("keras", "deploy"),  # the CLI in deploy/ runs the bench; both launch through seedfleet.processes
+    "deploy": ("keras",),  # no Keras anywhere: TensorFlow's import of it is skipped (server/native_logs.py)
 }
 
 

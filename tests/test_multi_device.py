@@ -17,6 +17,7 @@ def test_a_learner_step_on_two_devices_equals_one_and_checkpoints_restore_both_w
     for algo in ("vtrace", "appo-proximal", "r2d2"):
         assert f"{algo}: 3 learner steps on 2 devices equal those on 1; checkpoints restore both ways" in done.stdout
     assert "sac: 3 learner steps on 2 devices equal those on 1" in done.stdout
+    assert "keras loaded: False" in done.stdout  # four agents built, trained, checkpointed: no Keras
     assert re.search(r"uneven batch: --batch-size 15 does not split over 2 training devices: "
                      r"make it a multiple of --train-devices$", done.stdout, re.MULTILINE)
 

@@ -118,10 +118,10 @@ def test_one_training_step_lowers_the_loss_on_a_fixed_batch():
     batch = with_state(make_batch(rng, 3 + 8 + 1, B), online, B)
     config = R2D2Config(burn_in=3, unroll_length=8, n_step=2)
     weights = tf.constant([1.0, 0.5, 0.25, 1.0])
-    optimizer = optim.make_optimizer("adam", 1e-2, 1e-8)
+    optimizer = optim.Optimizer("adam", online.trainable_variables, 1e-2, 1e-8)
     with tf.GradientTape() as tape:
         before, priorities, _ = r2d2_loss(online, target, config, batch, weights)
-    optim.apply_clipped(optimizer, tape.gradient(before, online.trainable_variables), online.trainable_variables)
+    optimizer.apply_clipped(tape.gradient(before, online.trainable_variables))
     after, _, _ = r2d2_loss(online, target, config, batch, weights)
     assert after.numpy() < before.numpy()
     assert priorities.shape == (B,) and np.all(priorities.numpy() >= 0)

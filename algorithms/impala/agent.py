@@ -37,11 +37,9 @@ class ImpalaAgent(tf.Module):
         self.devices = DataParallel(env.train_devices, config.batch_size // config.minibatches)
         with self.devices.scope():
             self.net = PolicyValueNet(network, env.obs_shape, env.actions, env.seed, env.obs_dtype)
-            self.optimizer = optim.build(
-                optim.make_optimizer(config.optimizer, config.learning_rate, config.optimizer_epsilon,
-                                     decay_steps * self.updates_per_batch, config.rmsprop_decay),
-                self.net.trainable_variables,
-            )
+            self.optimizer = optim.Optimizer(config.optimizer, self.net.trainable_variables, config.learning_rate,
+                                             config.optimizer_epsilon, decay_steps * self.updates_per_batch,
+                                             config.rmsprop_decay)
         self.layout = SequenceLayout(config.unroll_length, overlap=1)
         self.actions = env.actions
         self.batch_size = config.batch_size
@@ -88,7 +86,7 @@ class ImpalaAgent(tf.Module):
         if self.config.epochs > 1:
             for name in ("mean_rho", "approx_kl", "clip_fraction"):
                 metrics[f"policy/last_epoch_{name}"] = over(passes[-1], f"policy/{name}")
-        metrics["learning_rate"] = float(optim.current_learning_rate(self.optimizer))
+        metrics["learning_rate"] = float(self.optimizer.learning_rate())
         return metrics
 
     def checkpointed(self) -> dict[str, tf.Module]:
@@ -155,6 +153,5 @@ class ImpalaAgent(tf.Module):
         of its loss (means over the devices), the gradient norm, and "skipped_steps" 1 if the
         gradient was not finite and nothing changed."""
         grads, metrics = self.devices.mean(self.devices.run(self._gradients, minibatch))
-        grad_norm, applied = optim.apply_clipped(self.optimizer, grads, self.net.trainable_variables,
-                                                 self.config.max_grad_norm)
+        grad_norm, applied = self.optimizer.apply_clipped(grads, self.config.max_grad_norm)
         return {**metrics, "grad_norm": grad_norm, "skipped_steps": 1.0 - tf.cast(applied, tf.float32)}

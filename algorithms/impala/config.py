@@ -13,7 +13,7 @@ class ImpalaConfig:
     discount: float = 0.99  # gamma
     unroll_length: int = 20  # T: transitions per unroll (rows: T + 1, overlapping by one)
     batch_size: int = 16  # unrolls per learner step
-    optimizer: str = "adam"  # adam | rmsprop (Keras': RMSProp's epsilon sits inside the square root)
+    optimizer: str = "adam"  # adam | rmsprop (TensorFlow 1's: RMSProp's epsilon sits inside the square root)
     learning_rate: float = 1e-3  # the optimizer's step size
     optimizer_epsilon: float = 1e-5  # Adam's or RMSProp's epsilon
     rmsprop_decay: float = 0.99  # RMSProp's rho (decay of the mean square)

@@ -31,8 +31,8 @@ class R2D2Agent(tf.Module):
         with self.devices.scope():
             self.online = DuelingQNet(network, env.obs_shape, env.actions.num_actions, env.seed, env.obs_dtype)
             self.target = DuelingQNet(network, env.obs_shape, env.actions.num_actions, env.seed, env.obs_dtype)
-            self.optimizer = optim.build(optim.make_optimizer("adam", config.learning_rate, config.adam_epsilon),
-                                         self.online.trainable_variables)
+            self.optimizer = optim.Optimizer("adam", self.online.trainable_variables, config.learning_rate,
+                                             config.adam_epsilon)
         self.actions = env.actions
         self.layout = SequenceLayout(config.burn_in + config.unroll_length, overlap=config.burn_in + 1)
         self.batch_size = config.batch_size
@@ -129,8 +129,7 @@ class R2D2Agent(tf.Module):
         grads, priorities, metrics = self.devices.run(self._gradients, batch, weights)
         grads, metrics, priorities = self.devices.mean(grads), self.devices.mean(metrics), \
             self.devices.concat(priorities)
-        metrics["grad_norm"], applied = optim.apply_clipped(self.optimizer, grads, self.online.trainable_variables,
-                                                            self.config.max_grad_norm)
+        metrics["grad_norm"], applied = self.optimizer.apply_clipped(grads, self.config.max_grad_norm)
         metrics["skipped_steps"] = 1.0 - tf.cast(applied, tf.float32)
         self.steps.assign_add(1)
         if self.steps % self.config.target_update_period == 0:

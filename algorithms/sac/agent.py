@@ -99,13 +99,10 @@ class SACAgent(tf.Module):
             self.log_alpha = tf.Variable(np.log(config.initial_alpha), dtype=tf.float32, name="log_alpha")
             self.critic_variables = [v for critic in self.critics for v in critic.trainable_variables]
             self.target_variables = [v for critic in self.targets for v in critic.trainable_variables]
-            self.actor_optimizer = optim.build(
-                optim.make_optimizer("adam", config.policy_learning_rate, ADAM_EPSILON),
-                self.actor.trainable_variables)
-            self.critic_optimizer = optim.build(
-                optim.make_optimizer("adam", config.q_learning_rate, ADAM_EPSILON), self.critic_variables)
-            self.alpha_optimizer = optim.build(
-                optim.make_optimizer("adam", config.q_learning_rate, ADAM_EPSILON), [self.log_alpha])
+            self.actor_optimizer = optim.Optimizer("adam", self.actor.trainable_variables,
+                                                   config.policy_learning_rate, ADAM_EPSILON)
+            self.critic_optimizer = optim.Optimizer("adam", self.critic_variables, config.q_learning_rate, ADAM_EPSILON)
+            self.alpha_optimizer = optim.Optimizer("adam", [self.log_alpha], config.q_learning_rate, ADAM_EPSILON)
         for target, online in zip(self.target_variables, self.critic_variables, strict=True):
             target.assign(online)
         self.layout = SequenceLayout(1)  # one transition: rows x_t and x_{t+1}
@@ -237,12 +234,10 @@ class SACAgent(tf.Module):
         gradients), then the targets' Polyak step."""
         critic_grads, actor_grads, alpha_grads, metrics = self.devices.mean(
             self.devices.run(self._gradients, batch, noise, k))
-        metrics["grad_norm/critic"], critic_ok = optim.apply_clipped(self.critic_optimizer, critic_grads,
-                                                                      self.critic_variables)
-        metrics["grad_norm/actor"], actor_ok = optim.apply_clipped(self.actor_optimizer, actor_grads,
-                                                                    self.actor.trainable_variables)
+        metrics["grad_norm/critic"], critic_ok = self.critic_optimizer.apply_clipped(critic_grads)
+        metrics["grad_norm/actor"], actor_ok = self.actor_optimizer.apply_clipped(actor_grads)
         if self.config.autotune_alpha:
-            optim.apply_clipped(self.alpha_optimizer, alpha_grads, [self.log_alpha])
+            self.alpha_optimizer.apply_clipped(alpha_grads)
         polyak_update(self.target_variables, self.critic_variables, self.config.tau)
         metrics["skipped_steps"] = 1.0 - tf.cast(tf.logical_and(critic_ok, actor_ok), tf.float32)
         return metrics
