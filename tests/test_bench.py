@@ -101,7 +101,9 @@ def test_threads_started_in_the_block_carry_its_name():
 
 def test_the_step_hash_repeats_for_the_same_code_and_seed_and_moves_with_the_seed():
     """In a process of its own: the hash turns TensorFlow's deterministic ops on for good."""
-    script = ("from seedfleet.bench.step_hash import step_hash\n"
+    script = ("from seedfleet.server.native_logs import import_tensorflow\n"
+              "import_tensorflow()\n"  # as every process of ours, without Keras
+              "from seedfleet.bench.step_hash import step_hash\n"
               "for seed in (0, 0, 1): print(*step_hash('CartPole-v1', 'vtrace', seed))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
