@@ -20,6 +20,10 @@ from seedfleet.settings import flag_words, read_config
 # resumed stretch drops --fresh, and `seedfleet run` puts its learner on a free loopback port.
 PER_RUN = frozenset({"seed", "logdir", "fresh", "address"})
 
+# Flags added after config.json records began, and what a run ran with before each existed: a
+# record without the flag states that value (acting was asynchronous before --sync-acting).
+BEFORE_THE_FLAG = {"sync_acting": False}
+
 Defaults = Callable[[Sequence[str]], dict]  # a case's `seedfleet run` command -> its flags' values today
 
 
@@ -48,11 +52,13 @@ def differences(stretches: list[dict], defaults: dict, given: Sequence[str] = ()
     """What a run's stretches held beyond `defaults`: the flags (`--flag value`) or "today's
     defaults"; stretches that differ from each other are joined by "then". A flag only one
     side has (added or removed since) says nothing about the other, and is left out, unless
-    the variant's flags (`given`) set it: those are added as given."""
+    the variant's flags (`given`) set it: those are added as given, or it is one whose value
+    before it existed is known (BEFORE_THE_FLAG)."""
     parts = []
     for stretch in stretches:
-        changed = {k: v for k, v in stretch["flags"].items() if k not in PER_RUN and defaults.get(k, v) != v}
-        words = [*flag_words(changed), *newer_flags_given(stretch["flags"], defaults, given)]
+        record = {**{k: v for k, v in BEFORE_THE_FLAG.items() if k in defaults}, **stretch["flags"]}
+        changed = {k: v for k, v in record.items() if k not in PER_RUN and defaults.get(k, v) != v}
+        words = [*flag_words(changed), *newer_flags_given(record, defaults, given)]
         parts.append(f"`{' '.join(words)}`" if words else "today's defaults")
     return " then ".join(dict.fromkeys(parts))
 

@@ -91,6 +91,12 @@ def test_appo_ends_atari_episodes_at_a_lost_life_for_training_and_a_flag_turns_i
     assert not build_parser("run", "appo", "CartPole-v1").parse_args([]).life_loss_terminal
 
 
+def test_appo_acts_synchronously_on_atari_and_a_flag_turns_it_off():
+    assert build_parser("run", "appo", "ALE/Qbert-v5").parse_args([]).sync_acting
+    assert not build_parser("run", "appo", "ALE/Qbert-v5").parse_args(["--no-sync-acting"]).sync_acting
+    assert not build_parser("run", "appo", "CartPole-v1").parse_args([]).sync_acting
+
+
 def test_env_vars_win_over_task_defaults(monkeypatch):
     monkeypatch.setenv("SEEDFLEET_BURN_IN", "7")
     monkeypatch.setenv("SEEDFLEET_EVAL_ACTORS", "0")

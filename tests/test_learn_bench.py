@@ -23,6 +23,7 @@ from seedfleet.bench.learn import (
 )
 from seedfleet.bench.results_page import BEGIN as HEAD_BEGIN
 from seedfleet.bench.results_page import END as HEAD_END
+from seedfleet.bench.run_config import differences
 from seedfleet.machine_cpu import MACHINE_FILE, cpu_label, record_machine, vector_units
 from seedfleet.settings import CONFIG_FILE, record_config
 
@@ -335,3 +336,13 @@ def test_the_breadth_report_reads_each_game_beside_its_references_and_names_an_u
     blind = [{"frames": 5e6, "state_information": 0.001, "explained_variance": 0.1, "policy_entropy": 0.05}]
     assert [f.split(" (")[0] for f in health(blind, 6)] == [
         "policy blind to its input", "value explains little", "entropy collapsed"]
+
+
+def test_a_record_from_before_a_flag_states_what_the_run_did_without_it():
+    """--sync-acting came after config.json: a record without it acted asynchronously, and
+    says so once the default is synchronous; a variant's own --no-sync-acting is not said twice."""
+    today = {"seed": 0, "sync_acting": True, "torso": "impala_shallow"}
+    assert differences([{"flags": {"seed": 3, "torso": "impala_shallow"}}], today) == "`--no-sync-acting`"
+    assert differences([{"flags": {"torso": "impala_shallow", "sync_acting": True}}], today) == "today's defaults"
+    assert differences([{"flags": {"torso": "impala_shallow"}}], today, ["--no-sync-acting"]) == "`--no-sync-acting`"
+    assert differences([{"flags": {"torso": "nature"}}], {"torso": "impala_shallow"}) == "`--torso nature`"

@@ -29,10 +29,17 @@ APPO_EVERYWHERE = Presets(algorithm={
 # to 0 at 40M frames, gradients clipped at 0.5 (all three CleanRL's: ppo_atari.py anneals over
 # its total_timesteps, 10M agent steps = 40M frames), so at the 20M-frame budget the step is half
 # its start; falling to 0 at 20M left sticky Pong's two seeds at +12.9 (BENCHMARKS.md, "The
-# learning-rate horizon"). The queue holds one batch, so the actors act on the next batch
-# while the trainer works on this one (policy lag 1.5 to 2 learner steps on sticky Pong,
-# `policy/lag`). The IMPALA paper's shallow torso: in bfloat16 through oneDNN it trains twice
-# as fast as the Nature CNN. With 16 minibatches it kept level with the Nature CNN per frame on
+# learning-rate horizon"). Acting is synchronous (`--sync-acting`; `--no-sync-acting` turns it
+# off): once a batch is complete the actors wait until it is trained on, so each batch is acted
+# by the policy just trained, as in cleanba's synchronous PPO, whose own ablation ends ahead on
+# 6 of 9 games and ahead early on all but BeamRider (vwxyzjn/cleanba,
+# static/cleanba/sync_or_not_sync.csv). Without it the actors act on the next batch while the
+# trainer works on this one (policy lag 0.91 learner steps on BattleZone against 0.36), and
+# BattleZone-v5 stalled at 11,880 at 5M frames against 14,590 synchronous; sticky Pong read -9.1
+# at 5M (the kept asynchronous seeds -8.9 and -8.6) and Breakout-v5 21.5 (21.3 and 20.0)
+# (BENCHMARKS.md, "Atari beyond Pong and Breakout").
+# The IMPALA paper's shallow torso: in bfloat16 through oneDNN it trains twice as fast as the
+# Nature CNN. With 16 minibatches it kept level with the Nature CNN per frame on
 # sticky Pong (two seeds +14.5 at 20M, in 73 and 75 minutes against 116 to 123) but learns
 # Breakout-v5 a third slower per frame (59.1 against 96.5 at 20M); 8 minibatches were worse on
 # both. A lost life ends the episode for the targets, as in DeepMind's agents and CleanRL's
@@ -52,7 +59,7 @@ APPO_ATARI = ATARI_BUDGET | Presets(
         "life_loss_terminal": True,
     },
     network={"torso": "impala_shallow"},
-    learner={"queue_unrolls": 64},
+    learner={"queue_unrolls": 64, "sync_acting": True},
 )
 
 # Box actions (any env family): PPO's MuJoCo schedule (CleanRL's ppo_continuous_action.py: 2,048
