@@ -100,23 +100,22 @@ class Optimizer(tf.Module):
 
     def _apply(self, grads: Sequence[tf.Tensor]) -> None:
         rate = self.learning_rate()
-        step = tf.cast(self._iterations + 1, tf.float32)
-        rule = self._adam if self.kind == "adam" else self._rmsprop
+        if self.kind == "adam":  # the bias corrections of update t, once for every variable
+            step = tf.cast(self._iterations + 1, tf.float32)
+            beta_1_power = tf.pow(tf.constant(ADAM_BETA_1), step)
+            beta_2_power = tf.pow(tf.constant(ADAM_BETA_2), step)
+            rule, scale = self._adam, rate * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+        else:
+            rule, scale = self._rmsprop, rate
         for grad, variable, slots in zip(grads, self._trainable_variables, self._slots, strict=True):
-            rule(variable, grad, rate, step, *slots)  # mirrored: one value, written to every copy
+            rule(variable, grad, scale, *slots)  # mirrored: one value, written to every copy
         self._iterations.assign_add(1)
 
-    def _adam(self, variable: tf.Variable, grad: tf.Tensor, rate: tf.Tensor, step: tf.Tensor,
-              m: tf.Variable, v: tf.Variable) -> None:
-        beta_1_power = tf.pow(tf.constant(ADAM_BETA_1), step)
-        beta_2_power = tf.pow(tf.constant(ADAM_BETA_2), step)
-        alpha = rate * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+    def _adam(self, variable: tf.Variable, grad: tf.Tensor, alpha: tf.Tensor, m: tf.Variable, v: tf.Variable) -> None:
         m.assign_add((grad - m) * (1 - ADAM_BETA_1))
         v.assign_add((tf.square(grad) - v) * (1 - ADAM_BETA_2))
         variable.assign_sub((m * alpha) / (tf.sqrt(v) + self.epsilon))
 
-    def _rmsprop(self, variable: tf.Variable, grad: tf.Tensor, rate: tf.Tensor, step: tf.Tensor,
-                 v: tf.Variable) -> None:
-        del step  # RMSProp has no bias correction
+    def _rmsprop(self, variable: tf.Variable, grad: tf.Tensor, rate: tf.Tensor, v: tf.Variable) -> None:
         v.assign(self.rho * v + (1 - self.rho) * tf.square(grad))
         variable.assign_sub((rate * grad) / tf.sqrt(v + self.epsilon))
