@@ -67,6 +67,7 @@ class EvalConfig:
     episodes: int = 10  # episodes to play
     envs: int = 8  # envs stepped together
     epsilon: float = 0.0  # probability of a uniform random action (0: greedy)
+    sample: bool = False  # act as training does (the agent's `act`: its policy's samples) instead of greedily
     seed: int = 12345  # seeds the envs and the random actions
     video: str = ""  # write env 0's first episode here (.gif or .mp4)
     video_fps: int = 30  # frames per second of the video

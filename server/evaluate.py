@@ -4,7 +4,9 @@
 
 The agent is rebuilt from the setup the checkpoint recorded (server/saved_policy.py) and acts
 with its greedy policy (`--epsilon` mixes in uniform random actions, 0.001 being the
-usual Atari evaluation). Envs are made as actors make them. Each env plays its share of
+usual Atari evaluation), or with `--sample` as training acts (the agent's `act`: V-trace and
+APPO sample their policy, SAC its squashed Gaussian, R2D2 takes its per-env Ape-X epsilons),
+which is what the training return measures. Envs are made as actors make them. Each env plays its share of
 the episodes, so short episodes are not over-counted. The video shows env 0's first
 episode: the rendered screen, or for Atari the 84x84 frames the agent sees.
 """
@@ -56,6 +58,7 @@ def play(policy: LoadedPolicy, config: EvalConfig) -> tuple[np.ndarray, list[np.
     envs = make_envs_from(policy.env_config, n, render_mode="rgb_array" if config.video else None)
     rng = np.random.default_rng(config.seed)
     agent, returns, frames = policy.agent, [], []
+    act = agent.act if config.sample else agent.policy
     try:
         batch = envs.reset([config.seed + i for i in range(n)])
         state = agent.initial_state(n)
@@ -66,7 +69,7 @@ def play(policy: LoadedPolicy, config: EvalConfig) -> tuple[np.ndarray, list[np.
             if recording:
                 frames.append(_screen(envs, batch.observations))
             with tf.device(policy.device):
-                actions, _, state = agent.policy(policy.observed(batch.observations), batch.rewards, batch.first,
+                actions, _, state = act(policy.observed(batch.observations), batch.rewards, batch.first,
                                                  env_ids, state)
             actions = actions.numpy()
             explore = rng.random(n) < config.epsilon
@@ -108,7 +111,8 @@ def main(config: EvalConfig) -> int:
         raise SystemExit(f"seedfleet eval: --video must end in .gif or .mp4, got {config.video}")
     policy = load_policy(config.checkpoint)
     returns, frames = play(policy, config)
-    print(f"{policy.env_config.env_id} from {policy.checkpoint}: {len(returns)} episodes, "
+    print(f"{policy.env_config.env_id} from {policy.checkpoint}: {len(returns)} episodes"
+          f"{' (sampled)' if config.sample else ''}, "
           f"mean return {returns.mean():.2f}, std {returns.std():.2f}, min {returns.min():.1f}, "
           f"max {returns.max():.1f}", flush=True)
     if config.video:

@@ -72,15 +72,15 @@ def test_learner_and_two_actors_learn_cartpole_on_two_devices_and_its_checkpoint
     assert_quiet(run.lines)
     assert sum("the learner stopped (target_return)" in line for line in run.lines) == 2  # each actor, in words
 
-    evaluation = Proc(seedfleet("eval", "--checkpoint", str(logdir), "--episodes", "10"))  # one device
-    assert evaluation.popen.wait(timeout=120) == 0, evaluation.output()[-3000:]
-    mean = float(evaluation.wait_for(r"10 episodes, mean return ([\d.]+)").group(1))
-    # Greedy play of the last checkpoint: with --sync-acting, policies whose sampled episodes
-    # reached 100 played 486.7, 415.3 and 225.5 greedily (seeds 0, 1, 2; 107k, 87k and 122k frames;
-    # without it 186.7, 199.1 and 190.5 after 110k, 94k and 109k, and at times far less after its
-    # learning rate of 2e-3 collapsed and recovered), while untrained variables, as when a
-    # checkpoint written on two devices failed to restore on one, play about 9 to 30.
+    # The last checkpoint plays on one device as training acted (`--sample`): a policy whose
+    # sampled episodes averaged TARGET over the last 100 plays far above a uniform random
+    # policy's 22, while untrained variables, as when a checkpoint written on two devices failed
+    # to restore on one, play about 9 to 30. Greedy play is no measure of a policy this young:
+    # it played 486.7, 415.3 and 225.5 here (seeds 0, 1, 2), and 26.1 on CI's machine at seed 0.
     # CartPole to 475 is measured by `make run` (BENCHMARKS.md), not here.
+    evaluation = Proc(seedfleet("eval", "--checkpoint", str(logdir), "--episodes", "20", "--sample"))
+    assert evaluation.popen.wait(timeout=120) == 0, evaluation.output()[-3000:]
+    mean = float(evaluation.wait_for(r"20 episodes \(sampled\), mean return ([\d.]+)").group(1))
     assert mean >= 60, evaluation.output()[-2000:]
 
 

@@ -18,11 +18,16 @@ from seedfleet.algorithms.r2d2.config import VECTOR_OBSERVATION_DEFAULTS
 from seedfleet.algorithms.registry import ALGORITHMS
 from seedfleet.server.assembly import LearnerConfig, env_config_for, make_agent
 from seedfleet.server.checkpoint import CheckpointStore, LearnerCheckpoints, RunSetup
+from seedfleet.server.config import EvalConfig
+from seedfleet.server.evaluate import play
 from seedfleet.server.metrics import Metrics
+from seedfleet.server.saved_policy import load_policy
 
 
-def _checkpoint(logdir, algo: str, env: str = "CartPole-v1", network: NetworkConfig | None = None):
-    """An agent with weights moved off their initial values, saved as the learner saves."""
+def _checkpoint(logdir, algo: str, env: str = "CartPole-v1", network: NetworkConfig | None = None,
+                scale: float | None = 0.3):
+    """An agent with weights moved off their initial values (by N(0, scale), or set to 0 if
+    `scale` is None), saved as the learner saves."""
     config = LearnerConfig(env=env, algo=algo, logdir=str(logdir))
     algo_config = ALGORITHMS[algo].config_class(**(VECTOR_OBSERVATION_DEFAULTS if algo == "r2d2" else {}))
     network = network or NetworkConfig()
@@ -31,7 +36,10 @@ def _checkpoint(logdir, algo: str, env: str = "CartPole-v1", network: NetworkCon
     rng = np.random.default_rng(1)
     for module in agent.checkpointed().values():
         for variable in getattr(module, "trainable_variables", ()):
-            variable.assign_add(rng.normal(0, 0.3, variable.shape).astype(np.float32))
+            if scale is None:
+                variable.assign(tf.zeros_like(variable))
+            else:
+                variable.assign_add(rng.normal(0, scale, variable.shape).astype(np.float32))
     trainer = types.SimpleNamespace(lock=threading.Lock(), state=lambda: None)
     store = CheckpointStore(logdir / "checkpoints")
     path = LearnerCheckpoints(store, agent, trainer, Metrics(1), RunSetup.of(config, algo_config, network)).save()
@@ -141,6 +149,18 @@ def read_video(path) -> tuple[int, list[int], int]:
     done = subprocess.run([sys.executable, "-c", READ_VIDEO, str(path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return tuple(json.loads(done.stdout))
+
+
+def test_eval_samples_the_policy_only_when_asked(tmp_path):
+    """All weights 0: the policy is 50/50 on CartPole. Greedy play takes the first of the tied
+    actions every step, so the pole falls in about 9 steps; `--sample` plays as training acts,
+    a coin flip a step, which a uniform random policy keeps up for about 22 steps."""
+    _checkpoint(tmp_path / "run", "vtrace", scale=None)
+    policy = load_policy(tmp_path / "run")
+    greedy, _ = play(policy, EvalConfig(episodes=40))
+    sampled, _ = play(policy, EvalConfig(episodes=40, sample=True))
+    assert greedy.max() <= 11 and len(greedy) == 40, greedy
+    assert sampled.mean() > 15 and sampled.max() > 20 and len(sampled) == 40, sampled
 
 
 def test_eval_refuses_a_video_it_cannot_write(tmp_path):
