@@ -6,8 +6,8 @@ The agent is rebuilt from the setup the checkpoint recorded (server/saved_policy
 with its greedy policy (`--epsilon` mixes in uniform random actions, 0.001 being the
 usual Atari evaluation), or with `--sample` as training acts (the agent's `act`: V-trace and
 APPO sample their policy, SAC its squashed Gaussian, R2D2 takes its per-env Ape-X epsilons),
-which is what the training return measures. Envs are made as actors make them. Each env plays its share of
-the episodes, so short episodes are not over-counted. The video shows env 0's first
+which is what the training return measures. Envs are made as actors make them. Each env plays
+its share of the episodes, so short episodes are not over-counted. The video shows env 0's first
 episode: the rendered screen, or for Atari the 84x84 frames the agent sees.
 """
 
@@ -70,7 +70,7 @@ def play(policy: LoadedPolicy, config: EvalConfig) -> tuple[np.ndarray, list[np.
                 frames.append(_screen(envs, batch.observations))
             with tf.device(policy.device):
                 actions, _, state = act(policy.observed(batch.observations), batch.rewards, batch.first,
-                                                 env_ids, state)
+                                        env_ids, state)
             actions = actions.numpy()
             explore = rng.random(n) < config.epsilon
             actions[explore] = envs.actions.random(rng, int(explore.sum()))
