@@ -10,7 +10,7 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import ROOT, Proc, seedfleet
+from conftest import R2D2_SMALL, ROOT, Proc, seedfleet
 
 TWO_DEVICES = str(ROOT / "tests" / "logical_devices.py")  # its `cli` runs the CLI on the CPU split in two
 
@@ -99,8 +99,7 @@ def test_r2d2_runs_end_to_end_on_the_same_server(tmp_path):
     logdir = tmp_path / "r2d2"
     run = Proc(seedfleet(
         "run", "--algo", "r2d2", "--actors", "2", "--eval-actors", "1", "--envs-per-actor", "4", "--eval-envs", "2",
-        "--max-frames", "6000",
-        "--burn-in", "2", "--unroll-length", "8", "--batch-size", "8", "--min-replay-size", "8",
+        "--max-frames", "6000", *R2D2_SMALL,
         "--progress-interval-s", "1", "--logdir", str(logdir),
     ))
     assert run.popen.wait(timeout=180) == 0, run.output()[-3000:]

@@ -9,7 +9,7 @@ import time
 
 import pytest
 import tensorflow as tf
-from conftest import Proc, seedfleet, start_learner
+from conftest import R2D2_SMALL, Proc, seedfleet, start_learner
 
 from seedfleet.deploy import fleet_check
 from seedfleet.machine_cpu import machine, read_machine
@@ -40,12 +40,6 @@ def _wait_for_frames_above(learner: Proc, frames: int, timeout: float = 60.0) ->
             return
         time.sleep(0.2)
     raise AssertionError(f"frames did not pass {frames}:\n{learner.output()[-3000:]}")
-
-
-# R2D2 with short sequences and a small replay to start from, as in test_end_to_end: what is
-# checked is the resume, and with the default's 30-step unroll (burn-in 10, unroll 20, 64
-# sequences before training) the test took 54 s against 36 s beside a training run.
-R2D2_SMALL = ["--burn-in", "2", "--unroll-length", "8", "--batch-size", "8", "--min-replay-size", "8"]
 
 
 @pytest.mark.parametrize("algo_args", [["--algo", "vtrace"], ["--algo", "r2d2", "--checkpoint-replay", *R2D2_SMALL]],
