@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from seedfleet.actions import ActionSpec
 from seedfleet.algorithms.network_config import NetworkConfig
-from seedfleet.algorithms.networks import PolicyValueNet, stack_frames
+from seedfleet.algorithms.networks import ConvTorso, PolicyValueNet, channels_last, stack_frames
 
 
 def reference_stack(frames, first, history):
@@ -78,6 +78,48 @@ def test_lstm_state_resets_where_an_episode_opens():
     again, _, _ = net(tf.constant(obs[2:]), tf.constant(first[2:]), net.initial_state(B))
     np.testing.assert_allclose(logits.numpy()[2:], again.numpy(), rtol=1e-5, atol=1e-6)
     _run_both_ways(NetworkConfig(lstm_size=8), (4,), obs, first)
+
+
+def conv_loop(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int) -> np.ndarray:
+    """A VALID strided convolution, one output pixel at a time: x [H, W, C], w [k, k, C, O]."""
+    k = w.shape[0]
+    rows, cols = (x.shape[0] - k) // stride + 1, (x.shape[1] - k) // stride + 1
+    out = np.zeros((rows, cols, w.shape[3]))
+    for i in range(rows):
+        for j in range(cols):
+            window = x[i * stride : i * stride + k, j * stride : j * stride + k]
+            out[i, j] = np.tensordot(window, w, axes=3) + b
+    return out
+
+
+@pytest.mark.parametrize(("kind", "stack"),
+                         [("nature", (4, 36, 36)), ("impala_shallow", (2, 39, 38, 3)), ("minatar", (1, 10, 10, 4))])
+def test_conv_torso_on_blocks_equals_strided_convolutions(kind, stack):
+    """Each conv runs at stride 1 on s x s blocks of its input, odd sizes cropped to
+    the pixels it reads; the features equal a loop of strided convolutions', and every kernel's
+    gradient equals that through TensorFlow's own strided convolutions."""
+    rng = np.random.default_rng(3)
+    k, frame = stack[0], stack[1:]
+    image_shape = (*frame[:2], k * (frame[2] if len(frame) == 3 else 1))
+    torso = ConvTorso(kind, image_shape, np.random.default_rng(1))
+    x = rng.integers(0, 256, (2, *stack), dtype=np.uint8)
+    images = channels_last(tf.constant(x)).numpy() / 255.0
+    for n in range(2):
+        h = images[n]
+        for conv in torso.convs:
+            h = np.maximum(conv_loop(h, conv.w.numpy(), conv.b.numpy(), conv.stride), 0.0)
+        expected = np.maximum(h.reshape(-1) @ torso.fc.w.numpy() + torso.fc.b.numpy(), 0.0)
+        np.testing.assert_allclose(torso(tf.constant(x[n : n + 1]))[0].numpy(), expected, rtol=1e-4, atol=1e-5)
+
+    kernels = [conv.w for conv in torso.convs]
+    with tf.GradientTape(persistent=True) as tape:
+        ours = tf.reduce_sum(tf.square(torso(tf.constant(x))))
+        h = tf.constant(images, tf.float32)
+        for conv in torso.convs:
+            h = tf.nn.relu(tf.nn.conv2d(h, conv.w, conv.stride, "VALID") + conv.b)
+        theirs = tf.reduce_sum(tf.square(tf.nn.relu(torso.fc(tf.reshape(h, [2, -1])))))
+    for mine, reference in zip(tape.gradient(ours, kernels), tape.gradient(theirs, kernels), strict=True):
+        np.testing.assert_allclose(mine.numpy(), reference.numpy(), rtol=1e-4, atol=1e-4)
 
 
 def test_bfloat16_torso_stays_close_to_float32():
