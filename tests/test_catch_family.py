@@ -75,20 +75,21 @@ def test_catch_settings_travel_in_the_config():
 @pytest.mark.timeout(240)
 def test_catch_trains_checkpoints_and_evaluates_end_to_end(tmp_path):
     logdir = tmp_path / "catch"
-    run = Proc(seedfleet("run", "--env", "catch/Catch-v0", "--target-return", "0.9", "--max-frames", "600000",
+    run = Proc(seedfleet("run", "--env", "catch/Catch-v0", "--target-return", "0.6", "--max-frames", "600000",
                          "--actors", "2", "--envs-per-actor", "16", "--logdir", str(logdir), "--seed", "1",
                          "--progress-interval-s", "2"))
     assert run.popen.wait(200) == 0, run.output()[-3000:]
     assert re.search(r"stopped \(target_return\)", run.output()), run.output()[-3000:]
     assert list((logdir / "checkpoints").glob("ckpt-*/state.json"))
-    played = Proc(seedfleet("eval", "--checkpoint", str(logdir), "--episodes", "200", "--video",
+    played = Proc(seedfleet("eval", "--checkpoint", str(logdir), "--episodes", "200", "--sample", "--video",
                             str(tmp_path / "catch.gif")))
     assert played.popen.wait(120) == 0, played.output()[-3000:]
-    mean = float(re.search(r"catch/Catch-v0 from .*: 200 episodes, mean return (-?[\d.]+)", played.output()).group(1))
-    # Eval plays the policy's most likely action, the run stops on its sampled episodes: the two
-    # differ where the policy dithers. Greedy play of policies that sampled 0.8 (CI) and 0.95
-    # (seed 1, a Pong run beside the suite) read 0.64 both times; most runs read above 0.9. What
-    # this checks is that the trained variables came back and are played: random play, and any
-    # policy that ignores the ball (always left, right or still), catch one ball in five, -0.6.
-    assert mean >= 0.3
+    mean = float(re.search(r"catch/Catch-v0 from .*: 200 episodes \(sampled\), mean return (-?[\d.]+)",
+                           played.output()).group(1))
+    # The run stops where its sampled episodes averaged 0.6 (four balls in five caught), and eval
+    # samples the same policy (`--sample`; greedy play of a policy this young reads anywhere from
+    # near its sampled return to far below it). What this checks is that the trained variables
+    # came back and are played: random play, and any policy that ignores the ball (always left,
+    # right or still), catch one ball in five, -0.6.
+    assert mean >= 0.2
     assert (tmp_path / "catch.gif").stat().st_size > 0
