@@ -69,7 +69,7 @@ class Conv2D(tf.Module):
 
     def on_blocks(self, blocks: tf.Tensor) -> tf.Tensor:
         """[N, rows / s, cols / s, s * s * C] blocks -> [N, out_h, out_w, C_out]."""
-        k, _, c, o = self.w.shape
+        _, _, c, o = self.w.shape
         s, m = self.stride, self.taps
         w = tf.reshape(tf.transpose(tf.reshape(self.w, [m, s, m, s, c, o]), [0, 2, 1, 3, 4, 5]), [m, m, s * s * c, o])
         return tf.nn.conv2d(blocks, tf.cast(w, blocks.dtype), 1, "VALID") + tf.cast(self.b, blocks.dtype)
@@ -165,7 +165,7 @@ def image_blocks(x: tf.Tensor, s: int, rows: int, cols: int) -> tf.Tensor:
 
 
 def channels_last(x: tf.Tensor) -> tf.Tensor:
-    """[N, k, H, W] or [N, k, H, W, C] frame-major stacks -> [N, H, W, k * C] for conv2d."""
+    """[N, k, H, W] or [N, k, H, W, C] frame-major stacks -> [N, H, W, k * C] (the pool torso's layout)."""
     if len(x.shape) == 5:
         x = tf.transpose(x, [0, 2, 3, 1, 4])
         return tf.reshape(x, tf.concat([tf.shape(x)[:3], [x.shape[3] * x.shape[4]]], axis=0))
