@@ -17,62 +17,13 @@ import tensorflow as tf
 
 from seedfleet.actions import BOX, DISCRETE, ActionSpec
 from seedfleet.algorithms.distributions import Categorical, DiagGaussian
+from seedfleet.algorithms.image_torsos import ConvTorso, PoolTorso
+from seedfleet.algorithms.layers import Linear
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.errors import UsageError
 
 State = dict[str, tf.Tensor]
 UINT8 = np.dtype(np.uint8)  # frames travel as bytes
-
-
-def _orthogonal(shape: tuple[int, ...], gain: float, rng: np.random.Generator) -> np.ndarray:
-    flat = (int(np.prod(shape[:-1])), shape[-1])
-    a = rng.standard_normal(flat)
-    u, _, vt = np.linalg.svd(a, full_matrices=False)
-    q = u if u.shape == flat else vt
-    return (gain * q).reshape(shape).astype(np.float32)
-
-
-class Linear(tf.Module):
-    def __init__(self, n_in: int, n_out: int, gain: float, rng: np.random.Generator, name=None):
-        super().__init__(name=name)
-        self.w = tf.Variable(_orthogonal((n_in, n_out), gain, rng), name="w")
-        self.b = tf.Variable(tf.zeros([n_out]), name="b")
-
-    def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        return tf.matmul(x, tf.cast(self.w, x.dtype)) + tf.cast(self.b, x.dtype)
-
-
-class Conv2D(tf.Module):
-    """A VALID convolution of stride s whose k x k kernel is m whole strides (k = m * s), run as
-    a stride-1 convolution of m x m taps over its input cut into s x s blocks.
-
-    Block (u, v) of the input (`image_blocks`, `feature_blocks`) holds pixel (u * s + dy,
-    v * s + dx) in its depth at (dy * s + dx) * C + c. Output (i, j) reads the k x k window at
-    (i * s, j * s), which is exactly blocks (i..i+m-1, j..j+m-1); so with the kernel regrouped,
-
-        w_blocks[a, b, (dy * s + dx) * C + c, o] = w[a * s + dy, b * s + dx, c, o],
-
-    the stride-1 convolution of the blocks gives the same outputs. It has s * s times the input
-    channels, which is what TensorFlow's CPU kernels run well: with the Atari torso's 4 and 16
-    input channels the strided convolutions' gradients took most of a learner step
-    (BENCHMARKS.md, "The Atari learner step on blocks")."""
-
-    def __init__(self, c_in: int, c_out: int, kernel: int, stride: int, in_size: tuple[int, int], rng, name=None):
-        super().__init__(name=name)
-        if kernel % stride:
-            raise ValueError(f"a {kernel}x{kernel} kernel is not a whole number of strides of {stride}")
-        self.w = tf.Variable(_orthogonal((kernel, kernel, c_in, c_out), np.sqrt(2), rng), name="w")
-        self.b = tf.Variable(tf.zeros([c_out]), name="b")
-        self.stride, self.taps = stride, kernel // stride  # s, m
-        self.out_size = tuple((n - kernel) // stride + 1 for n in in_size)
-        self.reads = tuple((n - 1) * stride + kernel for n in self.out_size)  # rows and columns the conv reads
-
-    def on_blocks(self, blocks: tf.Tensor) -> tf.Tensor:
-        """[N, rows / s, cols / s, s * s * C] blocks -> [N, out_h, out_w, C_out]."""
-        _, _, c, o = self.w.shape
-        s, m = self.stride, self.taps
-        w = tf.reshape(tf.transpose(tf.reshape(self.w, [m, s, m, s, c, o]), [0, 2, 1, 3, 4, 5]), [m, m, s * s * c, o])
-        return tf.nn.conv2d(blocks, tf.cast(w, blocks.dtype), 1, "VALID") + tf.cast(self.b, blocks.dtype)
 
 
 ACTIVATIONS = {"relu": tf.nn.relu, "tanh": tf.tanh}
@@ -98,101 +49,6 @@ class MLPTorso(tf.Module):
 def is_image(obs_shape: tuple[int, ...]) -> bool:
     """[H, W] grey frames and [H, W, C] images go through a conv torso; vectors through an MLP."""
     return len(obs_shape) in (2, 3)
-
-
-class ConvTorso(tf.Module):
-    """Nature DQN torso (Mnih et al., 2015), the IMPALA paper's shallow torso, or MinAtar's
-    (Young & Tian, 2019: one 3x3 conv of 16 channels, 128 hidden units) for small images.
-
-    Input: [N, k, H, W] or [N, k, H, W, C] frame-major stacks of k frames; uint8 is
-    scaled to [0, 1] here so frames travel as bytes, other dtypes (bool planes, floats)
-    are taken as they are. Stacks are built frame-major because that only moves whole
-    contiguous frames; one transpose here cuts them into the first conv's blocks (interleaving
-    bytes in any earlier op measured several times slower). Every conv runs on blocks of its
-    input (`Conv2D`): each kernel of these torsos is whole strides.
-    """
-
-    SPECS = {
-        "nature": (((32, 8, 4), (64, 4, 2), (64, 3, 1)), 512),
-        "nature_half": (((16, 8, 4), (32, 4, 2), (32, 3, 1)), 256),  # Nature's layers, half the width
-        "impala_shallow": (((16, 8, 4), (32, 4, 2)), 256),
-        "minatar": (((16, 3, 1),), 128),
-    }
-
-    def __init__(self, kind: str, image_shape: tuple[int, int, int], rng, dtype: tf.DType = tf.float32,
-                 scale: float = 1.0 / 255):
-        super().__init__()
-        self.dtype, self.scale = dtype, scale
-        convs, hidden = self.SPECS[kind]
-        h, w, c = image_shape
-        self.convs = []
-        for c_out, k, s in convs:
-            if min(h, w) < k:
-                raise UsageError(f"images of {image_shape[:2]} are too small for the {kind} torso")
-            self.convs.append(Conv2D(c, c_out, k, s, (h, w), rng))
-            (h, w), c = self.convs[-1].out_size, c_out
-        self.fc = Linear(h * w * c, hidden, np.sqrt(2), rng)
-        self.out_size = hidden
-
-    def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        first, *rest = self.convs
-        x = tf.cast(image_blocks(x, first.stride, *first.reads), self.dtype) * tf.cast(self.scale, self.dtype)
-        x = tf.nn.relu(first.on_blocks(x))
-        for conv in rest:
-            x = tf.nn.relu(conv.on_blocks(feature_blocks(x, conv.stride, *conv.reads)))
-        return tf.cast(tf.nn.relu(self.fc(tf.reshape(x, [tf.shape(x)[0], -1]))), tf.float32)
-
-
-def feature_blocks(x: tf.Tensor, s: int, rows: int, cols: int) -> tf.Tensor:
-    """[N, H, W, C] -> [N, rows / s, cols / s, s * s * C]: the first `rows` x `cols` cut into
-    s x s blocks, as `image_blocks` cuts frames."""
-    x = x[:, :rows, :cols]
-    return tf.nn.space_to_depth(x, s) if s > 1 else x
-
-
-def image_blocks(x: tf.Tensor, s: int, rows: int, cols: int) -> tf.Tensor:
-    """[N, k, H, W] or [N, k, H, W, C] frame-major stacks -> [N, rows/s, cols/s, s * s * k * C]:
-    the first `rows` x `cols` pixels cut into s x s blocks, each block's pixels and channels
-    in its depth, (dy * s + dx) * k * C + channel (tf.nn.space_to_depth's order, channels as
-    `channels_last` numbers them). One transpose of the bytes does both moves."""
-    if len(x.shape) == 4:
-        x = x[..., None]
-    k, c = x.shape[1], x.shape[4]
-    n = tf.shape(x)[0]
-    x = tf.reshape(x[:, :, :rows, :cols], [n, k, rows // s, s, cols // s, s, c])
-    x = tf.transpose(x, [0, 2, 4, 3, 5, 1, 6])  # N, rows/s, cols/s, dy, dx, k, C
-    return tf.reshape(x, [n, rows // s, cols // s, s * s * k * c])
-
-
-def channels_last(x: tf.Tensor) -> tf.Tensor:
-    """[N, k, H, W] or [N, k, H, W, C] frame-major stacks -> [N, H, W, k * C] (the pool torso's layout)."""
-    if len(x.shape) == 5:
-        x = tf.transpose(x, [0, 2, 3, 1, 4])
-        return tf.reshape(x, tf.concat([tf.shape(x)[:3], [x.shape[3] * x.shape[4]]], axis=0))
-    return tf.transpose(x, [0, 2, 3, 1])
-
-
-class PoolTorso(tf.Module):
-    """A torso that costs next to nothing: the image stack average-pooled to at most 7 x 7
-    cells per channel, then one linear layer of 16 units (about 3,000 multiply-adds for an
-    84x84x4 stack, against some 20 million in the Nature torso). It learns only what such
-    coarse cells show; it is there to run the learner's whole path (stacking, per-env state,
-    unrolls, training) with a model whose cost does not hide that path's own (bench.load)."""
-
-    CELLS, HIDDEN = 7, 16
-
-    def __init__(self, image_shape: tuple[int, int, int], rng, scale: float = 1.0 / 255):
-        super().__init__()
-        h, w, c = image_shape
-        self.window = (max(h // self.CELLS, 1), max(w // self.CELLS, 1))
-        self.scale = scale
-        self.fc = Linear((h // self.window[0]) * (w // self.window[1]) * c, self.HIDDEN, np.sqrt(2), rng)
-        self.out_size = self.HIDDEN
-
-    def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        x = tf.cast(channels_last(x), tf.float32) * self.scale
-        x = tf.nn.avg_pool2d(x, self.window, self.window, "VALID")
-        return tf.nn.relu(self.fc(tf.reshape(x, [tf.shape(x)[0], -1])))
 
 
 def stack_frames(frames: tf.Tensor, first: tf.Tensor, history: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

@@ -5,8 +5,9 @@ import pytest
 import tensorflow as tf
 
 from seedfleet.actions import ActionSpec
+from seedfleet.algorithms.image_torsos import ConvTorso, channels_last
 from seedfleet.algorithms.network_config import NetworkConfig
-from seedfleet.algorithms.networks import ConvTorso, PolicyValueNet, channels_last, stack_frames
+from seedfleet.algorithms.networks import PolicyValueNet, stack_frames
 
 
 def reference_stack(frames, first, history):
