@@ -107,9 +107,11 @@ CASES = {
     "pendulum-sac": Case("Pendulum-v1", "sac", 20_000, (5_000, 10_000, 20_000), (), REFERENCES["Pendulum-v1 (SAC)"]),
     "mountaincar-sac": Case("MountainCarContinuous-v0", "sac", 50_000, (10_000, 25_000, 50_000),
                             ("--exploration-correlation", "0.95"), REFERENCES["MountainCarContinuous-v0 (SAC)"]),
-    "halfcheetah-sac": Case("HalfCheetah-v5", "sac", 300_000, (100_000, 300_000), (),
+    # Their checkpoints keep the replay, so a run stopped and resumed (`--resume`) goes on as one.
+    "halfcheetah-sac": Case("HalfCheetah-v5", "sac", 300_000, (100_000, 300_000), ("--checkpoint-replay",),
                             REFERENCES["HalfCheetah-v5 (SAC)"]),
-    "hopper-sac": Case("Hopper-v4", "sac", 300_000, (100_000, 300_000), (), REFERENCES["Hopper-v4 (SAC)"]),
+    "hopper-sac": Case("Hopper-v4", "sac", 300_000, (100_000, 300_000), ("--checkpoint-replay",),
+                       REFERENCES["Hopper-v4 (SAC)"]),
 }
 
 
