@@ -98,6 +98,18 @@ def test_a_variant_is_reported_beside_the_defaults_with_its_flags(tmp_path):
     assert "- normadv: the same with `--normalize-advantages`" in text
 
 
+def test_a_variant_folder_renamed_by_hand_without_its_file_reports_as_a_run_kept_apart(tmp_path):
+    """A run moved aside by hand (`pong@first-try`, no variant.json) ran the case's flags: the
+    report lists it beside the defaults instead of stopping at the missing file."""
+    runs = tmp_path / "runs"
+    summary = {"frames": 10_000_000, "wall_s": 1200, "stop_reason": "signal"}
+    _fake_run(runs / "pong" / "seed0", [(600, 5e6, -20.0), (1200, 1e7, -15.0)], summary)
+    _fake_run(runs / "pong@first-try" / "seed0", [(600, 5e6, -18.0), (1200, 1e7, -11.0)], summary)
+    text = report_text(tmp_path, runs, ["pong"])
+    assert "| seed 0, first-try | - | -18.0 | -11.0 | - | 10.00M | 20 | signal |" in text
+    assert "- first-try: the same flags, a run kept apart by name" in text
+
+
 def test_runs_with_a_config_record_are_stated_against_today_s_defaults(tmp_path):
     """A run's config.json is compared with what the case resolves to today: a default that
     moved after the run shows as the flag it ran with; seed, log dir and --fresh do not count;
