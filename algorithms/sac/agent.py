@@ -29,8 +29,9 @@ from seedfleet.actions import BOX
 from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature
 from seedfleet.algorithms.distribute import DataParallel
+from seedfleet.algorithms.layers import Linear
 from seedfleet.algorithms.network_config import NetworkConfig
-from seedfleet.algorithms.networks import Linear, MLPTorso
+from seedfleet.algorithms.networks import MLPTorso
 from seedfleet.algorithms.sac.config import SACConfig
 from seedfleet.algorithms.sac.loss import (
     actor_loss,
