@@ -25,6 +25,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from seedfleet.algorithms.graph import graph_function
 from seedfleet.errors import UsageError
 
 
@@ -56,9 +57,9 @@ class DataParallel:
         them holds the all-reduce, which XLA does not take). Logical CPU devices share one XLA
         CPU device, which cannot reach another one's variables, so on them nothing is compiled."""
         if not self.strategy:
-            return tf.function(step, jit_compile=jit_compile), gradients
+            return graph_function(step, jit_compile=jit_compile), gradients
         on_gpus = all(tf.DeviceSpec.from_string(device).device_type == "GPU" for device in self.devices)
-        return tf.function(step), tf.function(gradients, jit_compile=jit_compile and on_gpus)
+        return graph_function(step), graph_function(gradients, jit_compile=jit_compile and on_gpus)
 
     def shard(self, batch: Any) -> Any:
         """A nest of batch-major arrays cut into one equal shard per device (outside tf.function)."""

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
+from seedfleet.algorithms.graph import graph_function
 from seedfleet.server.config import ExportConfig
 from seedfleet.server.normalization import CLIP
 from seedfleet.server.saved_policy import LoadedPolicy, load_policy
@@ -49,9 +50,9 @@ class ExportedPolicy(tf.Module):
             specs += [tf.TensorSpec([None], tf.bool, name="first"), tf.TensorSpec([None], tf.float32, name="reward")]
             specs += [tf.TensorSpec([None, *state[k].shape[1:]], tf.as_dtype(state[k].dtype), name=f"state_{k}")
                       for k in self.state_names]
-        self.serve = tf.function(self._serve, input_signature=specs)
+        self.serve = graph_function(self._serve, input_signature=specs)
         self._state_shapes = {k: (state[k].shape[1:], tf.as_dtype(state[k].dtype)) for k in self.state_names}
-        self.initial_state = tf.function(self._initial_state, input_signature=[
+        self.initial_state = graph_function(self._initial_state, input_signature=[
             tf.TensorSpec([], tf.int32, name="batch_size")])
 
     def _serve(self, observation, *rest):

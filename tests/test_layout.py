@@ -123,6 +123,17 @@ def test_no_atari_branch_outside_the_atari_family():
     assert not found, found
 
 
+def test_every_graph_is_traced_without_autograph():
+    """Graphs are made by algorithms/graph.py's `graph_function`, which leaves AutoGraph's
+    rewrite of every traced function out (half of a learner step's first trace): a bare
+    `tf.function` elsewhere would bring it back, and hide a Python `if` on a tensor."""
+    pattern = re.compile(r"\btf\.function\(|@tf\.function")
+    found = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for folder in ("seedfleet", *SUBPACKAGES)
+             for p in python_files(folder) if p.relative_to(ROOT).as_posix() != "algorithms/graph.py"
+             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not found, found
+
+
 def test_the_wheel_installs_one_top_level_package(tmp_path):
     """`pip wheel .` of the repository's files: everything under `seedfleet/`, the folders
     mapped to its sub-packages, and no other top-level name in a user's site-packages."""

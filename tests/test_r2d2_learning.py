@@ -150,3 +150,27 @@ def test_acting_is_epsilon_greedy_per_env_and_remembers_the_action():
     np.testing.assert_allclose(agent.epsilons.numpy(), [0.0, 0.001, 0.001, 1.0])
     agent.assign_envs(1, 3, evaluation=False)  # and a training actor takes them back
     np.testing.assert_allclose(agent.epsilons.numpy(), [0.0, 1.0, 1.0, 1.0])
+
+
+def test_the_target_network_takes_the_online_weights_every_target_update_period_steps():
+    """In the learner step's graph: after steps 1 and 2 of a period of 3 the target keeps the
+    weights it started with, after step 3 it holds the online network's."""
+    from test_impala import make_batch
+
+    from seedfleet.algorithms.agent import AgentContext
+    from seedfleet.algorithms.r2d2.agent import R2D2Agent
+
+    agent = R2D2Agent(R2D2Config(burn_in=2, unroll_length=4, batch_size=4, n_step=2, target_update_period=3),
+                      NetworkConfig(lstm_size=8, jit_compile=False),
+                      AgentContext((3,), np.dtype(np.float32), ActionSpec.discrete(2), seed=0))
+    start = [v.numpy() for v in agent.target.trainable_variables]
+    rng = np.random.default_rng(1)
+    for step in (1, 2, 3):
+        batch = make_batch(rng, T=6)
+        agent.learn(batch._replace(state=agent.initial_state(4), extras={}))
+        online = [v.numpy() for v in agent.online.trainable_variables]
+        target = [v.numpy() for v in agent.target.trainable_variables]
+        assert not all(np.array_equal(o, s) for o, s in zip(online, start, strict=True))  # training moved it
+        kept = all(np.array_equal(t, s) for t, s in zip(target, start, strict=True))
+        copied = all(np.array_equal(t, o) for t, o in zip(target, online, strict=True))
+        assert (kept, copied) == ((True, False) if step < 3 else (False, True)), step

@@ -12,6 +12,7 @@ import tensorflow as tf
 from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
 from seedfleet.algorithms.distribute import DataParallel
+from seedfleet.algorithms.graph import graph_function
 from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.impala.loss import impala_loss, masked_mean
 from seedfleet.algorithms.network_config import NetworkConfig
@@ -51,10 +52,10 @@ class ImpalaAgent(tf.Module):
         self.extras_spec = {"policy": ((params,), np.dtype(np.float32)),
                             "policy_version": ((), np.dtype(np.int64))}
         signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
-        self.act = tf.function(self._act, input_signature=signature)
-        self.policy = tf.function(self._policy, input_signature=signature)
+        self.act = graph_function(self._act, input_signature=signature)
+        self.policy = graph_function(self._policy, input_signature=signature)
         self._step, self._gradients = self.devices.compile(self._update, self._shard_gradients, network.jit_compile)
-        self._params = tf.function(lambda shards: self.devices.run(self._shard_params, shards))
+        self._params = graph_function(lambda shards: self.devices.run(self._shard_params, shards))
 
     def learn(self, batch: Unroll) -> dict[str, float]:
         """`epochs` passes over a batch of unrolls given batch-major ([B, T+1, ...]), each cut

@@ -14,6 +14,7 @@ import tensorflow as tf
 from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
 from seedfleet.algorithms.distribute import DataParallel
+from seedfleet.algorithms.graph import graph_function
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import DuelingQNet
 from seedfleet.algorithms.r2d2.config import R2D2Config
@@ -42,10 +43,10 @@ class R2D2Agent(tf.Module):
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_steps")
         self._copy_target()
         signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
-        self.act = tf.function(self._act, input_signature=signature)
-        self.policy = tf.function(self._policy, input_signature=signature)
+        self.act = graph_function(self._act, input_signature=signature)
+        self.policy = graph_function(self._policy, input_signature=signature)
         self._step, self._gradients = self.devices.compile(self._learn, self._shard_gradients, network.jit_compile)
-        self.initial_priorities = tf.function(self._initial_priorities)
+        self.initial_priorities = graph_function(self._initial_priorities)
 
     def checkpointed(self) -> dict[str, tf.Module | tf.Variable]:
         """What a checkpoint holds: online and target networks, optimizer, learner steps
@@ -132,7 +133,6 @@ class R2D2Agent(tf.Module):
         metrics["grad_norm"], applied = self.optimizer.apply_clipped(grads, self.config.max_grad_norm)
         metrics["skipped_steps"] = 1.0 - tf.cast(applied, tf.float32)
         self.steps.assign_add(1)
-        if self.steps % self.config.target_update_period == 0:
-            self._copy_target()
+        tf.cond(self.steps % self.config.target_update_period == 0, self._copy_target, lambda: None)
         metrics["priorities"] = priorities
         return metrics

@@ -29,6 +29,7 @@ from seedfleet.actions import BOX
 from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature
 from seedfleet.algorithms.distribute import DataParallel
+from seedfleet.algorithms.graph import graph_function
 from seedfleet.algorithms.layers import Linear
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import MLPTorso
@@ -115,8 +116,8 @@ class SACAgent(tf.Module):
         self.acted = tf.Variable(0, dtype=tf.int64, trainable=False, name="acted")  # training env steps
         self.noise = tf.Variable(np.zeros((env.max_envs, size), np.float32), trainable=False, name="noise")
         signature = act_signature(env.obs_shape, env.obs_dtype, {})
-        self.act = tf.function(self._act, input_signature=signature)
-        self.policy = tf.function(self._policy, input_signature=signature)
+        self.act = graph_function(self._act, input_signature=signature)
+        self.policy = graph_function(self._policy, input_signature=signature)
         self._step, self._gradients = self.devices.compile(self._update, self._shard_gradients, network.jit_compile)
 
     def checkpointed(self) -> dict[str, tf.Module | tf.Variable]:
@@ -219,11 +220,13 @@ class SACAgent(tf.Module):
         return (*grads, metrics)
 
     def _update(self, batch: Unroll, noise: tf.Tensor) -> dict:
-        """The learner step: `updates_per_call` updates in a loop, their metrics' means."""
-        totals = {key: tf.constant(0.0) for key in self.METRICS}
-        for k in tf.range(self.updates):
+        """The learner step: `updates_per_call` updates in a graph loop, their metrics' means."""
+        def update(k: tf.Tensor, totals: dict) -> tuple[tf.Tensor, dict]:
             metrics = self._one_update(batch, noise, k)
-            totals = {key: totals[key] + metrics[key] for key in self.METRICS}
+            return k + 1, {key: totals[key] + metrics[key] for key in self.METRICS}
+
+        _, totals = tf.while_loop(lambda k, _: k < self.updates, update,
+                                  (tf.constant(0), {key: tf.constant(0.0) for key in self.METRICS}))
         means = {key: value / self.updates for key, value in totals.items()}
         return {**means, "skipped_steps": totals["skipped_steps"]}
 
