@@ -161,7 +161,8 @@ class ReplayTrainer(TrainerThread):
         with self.lock:
             indices, weights, items = self.replay.sample(self.agent.batch_size)
             with tf.device(self.device):
-                out = self.agent.learn(Unroll(**items), weights)
+                # an empty nest (SAC keeps no extras or state) leaves no arrays in a checkpoint's replay
+                out = self.agent.learn(Unroll(**{"extras": {}, "state": {}, **items}), weights)
             priorities = out.pop("priorities")
             uniform = self.config.priority_exponent == 0  # p^0 = 1 whatever the priorities
             if not uniform and not float(out.get("skipped_steps", 0.0)):  # a skipped step's are not finite

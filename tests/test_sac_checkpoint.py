@@ -87,6 +87,8 @@ def test_sac_resumes_its_replay_temperature_targets_and_statistics_and_exports_a
         np.testing.assert_array_equal(trainer_again.replay.to_arrays()[key], value, err_msg=key)
     assert normalization_again.state() == normalization.state()
     assert (restoring.metrics.env_steps, restoring.metrics.learner_steps) == (120, len(trainer.metrics.losses))
+    trainer_again.train_one_batch()  # it trains on from the restored replay, whose items have no extras or state
+    assert trainer_again.trained == trainer.trained + again.batch_size
 
     rng = np.random.default_rng(5)
     obs = rng.normal([0.0, 0.0, 0.0], [1.0, 1.0, 6.0], (32, 3)).astype(np.float32)
