@@ -121,6 +121,9 @@ class ReplayTrainer(TrainerThread):
         if fields - {*ROW_FIELDS, "extras", "state"}:
             raise ValueError(f"its items are laid out otherwise: {sorted(fields)}")
         self.replay.load_arrays({k: v for k, v in arrays.items() if not k.startswith("trainer/")})
+        if self.replay.storage is not None:  # an empty nest (SAC's extras and state) left no arrays to load
+            for nest in ("extras", "state"):
+                self.replay.storage.setdefault(nest, {})
         self.inserted, self.trained = int(arrays["trainer/inserted"]), int(arrays["trainer/trained"])
         return f"replay of {len(self.replay):,} sequences"
 
@@ -161,8 +164,7 @@ class ReplayTrainer(TrainerThread):
         with self.lock:
             indices, weights, items = self.replay.sample(self.agent.batch_size)
             with tf.device(self.device):
-                # an empty nest (SAC keeps no extras or state) leaves no arrays in a checkpoint's replay
-                out = self.agent.learn(Unroll(**{"extras": {}, "state": {}, **items}), weights)
+                out = self.agent.learn(Unroll(**items), weights)
             priorities = out.pop("priorities")
             uniform = self.config.priority_exponent == 0  # p^0 = 1 whatever the priorities
             if not uniform and not float(out.get("skipped_steps", 0.0)):  # a skipped step's are not finite
