@@ -67,8 +67,9 @@ def check_agents(devices: tuple[str, ...]) -> None:
     makers = {
         "vtrace": lambda d: ImpalaAgent(ImpalaConfig(unroll_length=6, batch_size=4), network,
                                         AgentContext((3,), np.dtype(np.float32), two_actions, seed=0, train_devices=d)),
-        "appo-proximal": lambda d: ImpalaAgent(  # pi_prox's forward pass is sharded and put back in order
-            ImpalaConfig(unroll_length=6, batch_size=4, epochs=2, minibatches=2, clip_ratio=0.1, proximal_clip=True),
+        "appo-proximal": lambda d: ImpalaAgent(  # pi_prox's and V_0's forward pass is sharded and put back in order
+            ImpalaConfig(unroll_length=6, batch_size=4, epochs=2, minibatches=2, clip_ratio=0.1, proximal_clip=True,
+                         fixed_targets=True),
             network, AgentContext((3,), np.dtype(np.float32), two_actions, seed=0, train_devices=d)),
         "r2d2": lambda d: R2D2Agent(R2D2Config(burn_in=2, unroll_length=4, batch_size=4, n_step=2), network,
                                     AgentContext((3,), np.dtype(np.float32), two_actions, seed=0, train_devices=d)),

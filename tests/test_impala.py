@@ -266,9 +266,9 @@ def test_the_proximal_clip_starts_each_learner_step_with_impalas_gradient_whatev
     clip against mu would have silenced the transitions whose ratio is past 1 +- eps."""
     impala, proximal = make_agent(), make_agent(clip_ratio=0.1, proximal_clip=True)
     stale = make_batch(np.random.default_rng(9))  # behaviour logits unrelated to the network's
-    np.testing.assert_allclose(proximal._proximal_policy(stale), _on_policy(proximal, stale).extras["policy"],
+    np.testing.assert_allclose(proximal._step_start(stale)[0], _on_policy(proximal, stale).extras["policy"],
                                rtol=1e-5, atol=1e-6)
-    batch = stale._replace(extras={**stale.extras, "proximal_policy": proximal._proximal_policy(stale)})
+    batch = stale._replace(extras={**stale.extras, "proximal_policy": proximal._step_start(stale)[0]})
     for a, b in zip(_gradients(impala, batch), _gradients(proximal, batch), strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6)
     coupled = make_agent(clip_ratio=0.1)

@@ -55,7 +55,7 @@ class ImpalaAgent(tf.Module):
         self.act = graph_function(self._act, input_signature=signature)
         self.policy = graph_function(self._policy, input_signature=signature)
         self._step, self._gradients = self.devices.compile(self._update, self._shard_gradients, network.jit_compile)
-        self._params = graph_function(lambda shards: self.devices.run(self._shard_params, shards))
+        self._outputs = graph_function(lambda shards: self.devices.run(self._shard_outputs, shards))
 
     def learn(self, batch: Unroll) -> dict[str, float]:
         """`epochs` passes over a batch of unrolls given batch-major ([B, T+1, ...]), each cut
@@ -68,8 +68,9 @@ class ImpalaAgent(tf.Module):
         mean rho, approx KL and clip fraction come beside them (how far the passes moved pi),
         and "skipped_steps" counts the steps of all passes left out for a non-finite gradient.
         """
-        if self.config.proximal_clip:
-            batch = batch._replace(extras={**batch.extras, "proximal_policy": self._proximal_policy(batch)})
+        if self.config.proximal_clip or self.config.fixed_targets:
+            params, values = self._step_start(batch)
+            batch = batch._replace(extras={**batch.extras, "proximal_policy": params, "start_value": values})
         passes = []
         for _ in range(self.config.epochs):
             order = self._rng.permutation(batch.size)
@@ -119,21 +120,25 @@ class ImpalaAgent(tf.Module):
         actions = tf.clip_by_value(self.net.distribution(params).mode(), self.actions.low, self.actions.high)
         return actions, params, new_state
 
-    def _proximal_policy(self, batch: Unroll) -> np.ndarray:
-        """pi_prox of `proximal_clip`: the learner's policy params on every row of the batch as
-        this learner step begins, [B, T+1, P]; a minibatch at a time, the shapes its steps take.
-        One more forward pass per batch: about a twelfth of 4 passes' forward and backward."""
-        parts = []
+    def _step_start(self, batch: Unroll) -> tuple[np.ndarray, np.ndarray]:
+        """The learner's network on every row of the batch as this learner step begins: its
+        policy params [B, T+1, P] (pi_prox of `proximal_clip`) and values [B, T+1] (the
+        `fixed_targets`' V); a minibatch at a time, the shapes its steps take. One more forward
+        pass per batch: about a twelfth of 4 passes' forward and backward."""
+        params, values = [], []
         for rows in np.array_split(np.arange(batch.size), self.config.minibatches):
             shards = self.devices.shard(batch.map(lambda v, rows=rows: v[rows]))
-            parts.append(np.asarray(self.devices.concat(self._params(shards))))
-        return np.concatenate(parts)
+            part_params, part_values = self.devices.concat(self._outputs(shards))
+            params.append(np.asarray(part_params))
+            values.append(np.asarray(part_values))
+        return np.concatenate(params), np.concatenate(values)
 
-    def _shard_params(self, batch: Unroll) -> tf.Tensor:
-        """The learner's policy params on one device's batch-major shard, batch-major [B, T+1, P]."""
+    def _shard_outputs(self, batch: Unroll) -> tuple[tf.Tensor, tf.Tensor]:
+        """The learner's policy params [B, T+1, P] and values [B, T+1] on one device's
+        batch-major shard."""
         batch = time_major(batch)
-        params, _, _ = self.net(batch.observation, batch.first, batch.state)
-        return tf.transpose(tf.cast(params, tf.float32), [1, 0, 2])
+        params, values, _ = self.net(batch.observation, batch.first, batch.state)
+        return tf.transpose(tf.cast(params, tf.float32), [1, 0, 2]), tf.transpose(tf.cast(values, tf.float32))
 
     def _shard_gradients(self, batch: Unroll) -> tuple[list[tf.Tensor], dict]:
         """The loss's gradients and metrics on one device's batch-major shard, with the policy

@@ -32,6 +32,7 @@ class ImpalaConfig:
     minibatches: int = 1  # each pass cuts the batch into this many minibatches of whole unrolls, one step each
     clip_ratio: float = 0.0  # PPO's clip on pi/mu in the policy loss (APPO: 0.1); 0: IMPALA's -log pi * A
     proximal_clip: bool = False  # APPO: clip pi against the learner's policy at the step's start, not the actors'
+    fixed_targets: bool = False  # V-trace targets and advantages from the network at the step's start, as PPO's GAE
 
 
 # V-trace on Atari (ALE ids). On a CPU the learner trains about 900 to 1,200 transitions a

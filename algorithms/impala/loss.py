@@ -152,6 +152,15 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
       baseline        = mean(0.5 * (v_t - V(x_t))^2)
       entropy         = -mean(H(pi(.|x_t)))                  (maximising entropy)
     each averaged over the T x B transitions, cut transitions weighted zero.
+
+    The targets v_t and advantages A_t come from V-trace over the values and rhos of either the
+    network being trained (V = V_theta, rho = pi_theta / mu) or, with `fixed_targets`, the
+    network as the learner step began (V = V_0 and rho = pi_0 / mu, the "start_value" and
+    "proximal_policy" extras). With several passes the first moves every pass's targets with
+    theta: V_theta has already been fitted to this batch's v_t, so A_t = r_t + gamma v_{t+1} -
+    V_theta(x_t) shrinks towards noise, which the normalisation then scales back up. The fixed
+    targets are the same in every pass, as PPO's GAE is computed once per batch; only V(x_t) in
+    the baseline term and pi in the policy terms are theta's.
     """
     params, values, _ = net(batch.observation, batch.first, batch.state)
     actions = batch.action[:-1]
@@ -162,19 +171,26 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
     target_logp = pi.log_prob(actions)
     behaviour_logp = net.distribution(batch.extras["policy"][:-1]).log_prob(actions)
     log_rhos = tf.where(real, target_logp - behaviour_logp, -np.inf)
+    if config.fixed_targets:
+        start_values = batch.extras["start_value"]
+        target_values, target_bootstrap = start_values[:-1], start_values[-1]
+        start_logp = net.distribution(batch.extras["proximal_policy"][:-1]).log_prob(actions)
+        target_log_rhos = tf.where(real, start_logp - behaviour_logp, -np.inf)
+    else:
+        target_values, target_bootstrap, target_log_rhos = values, bootstrap_value, log_rhos
     targets = vtrace.from_importance_weights(
-        log_rhos,
+        target_log_rhos,
         discounts,
         rewards,
-        values,
-        bootstrap_value,
+        target_values,
+        target_bootstrap,
         clip_rho_threshold=config.clip_rho_threshold,
         clip_pg_rho_threshold=config.clip_pg_rho_threshold,
         lambda_=config.vtrace_lambda,
     )
     count = tf.cast(tf.size(mask), tf.float32)
     if config.clip_ratio > 0:
-        advantages = one_step_advantages(rewards, discounts, targets.vs, values, bootstrap_value)
+        advantages = one_step_advantages(rewards, discounts, targets.vs, target_values, target_bootstrap)
     else:
         advantages = targets.pg_advantages
     advantage_mean, advantage_variance = masked_moments(advantages, mask)
