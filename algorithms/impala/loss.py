@@ -156,11 +156,12 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
     The targets v_t and advantages A_t come from V-trace over the values and rhos of either the
     network being trained (V = V_theta, rho = pi_theta / mu) or, with `fixed_targets`, the
     network as the learner step began (V = V_0 and rho = pi_0 / mu, the "start_value" and
-    "proximal_policy" extras). With several passes the first moves every pass's targets with
-    theta: V_theta has already been fitted to this batch's v_t, so A_t = r_t + gamma v_{t+1} -
-    V_theta(x_t) shrinks towards noise, which the normalisation then scales back up. The fixed
+    "proximal_policy" extras). Without them, every pass after the first makes its targets with
+    a V_theta that earlier minibatches have already fitted to this batch's v_t, so A_t = r_t +
+    gamma v_{t+1} - V_theta(x_t) shrinks, and the normalisation scales it back up. The fixed
     targets are the same in every pass, as PPO's GAE is computed once per batch; only V(x_t) in
-    the baseline term and pi in the policy terms are theta's.
+    the baseline term and pi in the policy terms are theta's. (On BattleZone with the Nature CNN
+    they doubled the policy's moves but not the return: BENCHMARKS.md, "targets fixed".)
     """
     params, values, _ = net(batch.observation, batch.first, batch.state)
     actions = batch.action[:-1]
