@@ -60,7 +60,7 @@ def test_the_fixed_targets_are_vtrace_on_the_step_start_network_whatever_the_net
     now_values = np.swapaxes(now_values.numpy()[:-1], 0, 1)
     assert np.abs(now_values - start_values[:, :-1]).max() > 0.1
 
-    loss, metrics = impala_loss(agent.net, agent.config, time_major(batch))
+    _, metrics = impala_loss(agent.net, agent.config, time_major(batch))
     real = mask > 0
     np.testing.assert_allclose(metrics["advantage/mean"].numpy(), adv[real].mean(), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(metrics["advantage/std"].numpy(), adv[real].std(), rtol=1e-4)
