@@ -171,6 +171,17 @@ class RecurrentTorso(tf.Module):
             )
         return features, new_state
 
+    def row_states(self, obs: tf.Tensor, first: tf.Tensor, state: State) -> State:
+        """The agent state before each row of [T, B] sequences, [T, B, ...]: row t alone, with
+        its state, gives what step t of the sequence gives. Frame stacks only (the frames before
+        x_t, zeros across an episode start); an LSTM's state would depend on the weights."""
+        if self.core is not None:
+            raise UsageError("single-transition minibatches need a torso without an LSTM")
+        if "frames" not in state:
+            return {}
+        stacked, _ = stack_frames(obs, first, state["frames"])
+        return {"frames": stacked[:, :, :-1]}
+
 
 class CategoricalHead(Linear):
     """The logits of a categorical policy over `actions.num_actions` actions (a small gain:
@@ -228,6 +239,10 @@ class PolicyValueNet(tf.Module):
         features, new_state = self.torso(obs, first, state)
         value_features = features if self.value_torso is None else self.value_torso(obs, first, {})[0]
         return self.policy(features), tf.squeeze(self.value(value_features), -1), new_state
+
+    def row_states(self, obs, first, state: State) -> State:
+        """The state before each row, [T, B, ...] (RecurrentTorso.row_states)."""
+        return self.torso.row_states(obs, first, state)
 
 
 class DuelingQNet(tf.Module):

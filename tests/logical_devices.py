@@ -71,6 +71,11 @@ def check_agents(devices: tuple[str, ...]) -> None:
             ImpalaConfig(unroll_length=6, batch_size=4, epochs=2, minibatches=2, clip_ratio=0.1, proximal_clip=True,
                          fixed_targets=True),
             network, AgentContext((3,), np.dtype(np.float32), two_actions, seed=0, train_devices=d)),
+        "appo-shuffled": lambda d: ImpalaAgent(  # the targets' pass and the transitions' minibatches are sharded
+            ImpalaConfig(unroll_length=6, batch_size=4, epochs=2, minibatches=2, clip_ratio=0.1,
+                         shuffle_transitions=True),
+            NetworkConfig(jit_compile=False),
+            AgentContext((3,), np.dtype(np.float32), two_actions, seed=0, train_devices=d)),
         "r2d2": lambda d: R2D2Agent(R2D2Config(burn_in=2, unroll_length=4, batch_size=4, n_step=2), network,
                                     AgentContext((3,), np.dtype(np.float32), two_actions, seed=0, train_devices=d)),
     }

@@ -15,6 +15,13 @@ from seedfleet.algorithms.distribute import DataParallel
 from seedfleet.algorithms.graph import graph_function
 from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.impala.loss import impala_loss, masked_mean
+from seedfleet.algorithms.impala.transition_minibatches import (
+    Transitions,
+    check_transition_minibatches,
+    flatten,
+    transition_loss,
+    unroll_targets,
+)
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import PolicyValueNet
 from seedfleet.errors import UsageError
@@ -33,6 +40,8 @@ class ImpalaAgent(tf.Module):
             raise UsageError(f"--batch-size {config.batch_size} does not split into {config.minibatches} minibatches")
         if config.proximal_clip and config.clip_ratio <= 0:
             raise UsageError("--proximal-clip clips the surrogate's ratio: it needs --clip-ratio above 0")
+        if config.shuffle_transitions:
+            check_transition_minibatches(config, network)
         self.config = config
         self.updates_per_batch = config.epochs * config.minibatches
         self.devices = DataParallel(env.train_devices, config.batch_size // config.minibatches)
@@ -54,29 +63,38 @@ class ImpalaAgent(tf.Module):
         signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
         self.act = graph_function(self._act, input_signature=signature)
         self.policy = graph_function(self._policy, input_signature=signature)
-        self._step, self._gradients = self.devices.compile(self._update, self._shard_gradients, network.jit_compile)
+        gradients = self._shard_transition_gradients if config.shuffle_transitions else self._shard_gradients
+        self._step, self._gradients = self.devices.compile(self._update, gradients, network.jit_compile)
         self._outputs = graph_function(lambda shards: self.devices.run(self._shard_outputs, shards))
+        self._targets = graph_function(lambda shards: self.devices.run(self._shard_targets, shards))
 
     def learn(self, batch: Unroll) -> dict[str, float]:
         """`epochs` passes over a batch of unrolls given batch-major ([B, T+1, ...]), each cut
         into `minibatches` random minibatches of whole unrolls, one gradient step per minibatch
-        (PPO's and APPO's schedule; one pass of one minibatch is IMPALA's single step). Each
-        minibatch is shared out over the training devices (algorithms/distribute.py).
+        (PPO's and APPO's schedule; one pass of one minibatch is IMPALA's single step), or with
+        `shuffle_transitions` of single transitions drawn across all unrolls
+        (transition_minibatches.py). Each minibatch is shared out over the training devices
+        (algorithms/distribute.py).
 
         The metrics are means (maxima for "..._max") over the first pass, whose steps see the batch as it was acted
         (lag and approx KL against the actors' policy); with several passes the last pass's
         mean rho, approx KL and clip fraction come beside them (how far the passes moved pi),
         and "skipped_steps" counts the steps of all passes left out for a non-finite gradient.
         """
-        if self.config.proximal_clip or self.config.fixed_targets:
+        data: Unroll | Transitions = batch
+        if self.config.shuffle_transitions:
+            data = flatten(batch, self._by_minibatch(self._targets, batch))
+        elif self.config.proximal_clip or self.config.fixed_targets:
             params, values = self._step_start(batch)
-            batch = batch._replace(extras={**batch.extras, "proximal_policy": params, "start_value": values})
+            data = batch._replace(extras={**batch.extras, "proximal_policy": params, "start_value": values})
         passes = []
         for _ in range(self.config.epochs):
-            order = self._rng.permutation(batch.size)
+            order = self._rng.permutation(data.size)
             steps = []
             for part in np.array_split(order, self.config.minibatches):
-                minibatch = batch if self.config.minibatches == 1 else batch.map(lambda v, rows=part: v[rows])
+                minibatch = data
+                if self.config.minibatches > 1:
+                    minibatch = tf.nest.map_structure(lambda v, rows=part: v[rows], data)
                 steps.append({k: float(v) for k, v in self._step(self.devices.shard(minibatch)).items()})
             passes.append(steps)
 
@@ -125,13 +143,16 @@ class ImpalaAgent(tf.Module):
         policy params [B, T+1, P] (pi_prox of `proximal_clip`) and values [B, T+1] (the
         `fixed_targets`' V); a minibatch at a time, the shapes its steps take. One more forward
         pass per batch: about a twelfth of 4 passes' forward and backward."""
-        params, values = [], []
+        return self._by_minibatch(self._outputs, batch)
+
+    def _by_minibatch(self, outputs, batch: Unroll):
+        """`outputs` (a compiled function of the devices' shards, batch-major outputs) over the
+        batch a minibatch of unrolls at a time, the shapes its steps take; joined in NumPy."""
+        parts = []
         for rows in np.array_split(np.arange(batch.size), self.config.minibatches):
             shards = self.devices.shard(batch.map(lambda v, rows=rows: v[rows]))
-            part_params, part_values = self.devices.concat(self._outputs(shards))
-            params.append(np.asarray(part_params))
-            values.append(np.asarray(part_values))
-        return np.concatenate(params), np.concatenate(values)
+            parts.append(tf.nest.map_structure(np.asarray, self.devices.concat(outputs(shards))))
+        return tf.nest.map_structure(lambda *values: np.concatenate(values), *parts)
 
     def _shard_outputs(self, batch: Unroll) -> tuple[tf.Tensor, tf.Tensor]:
         """The learner's policy params [B, T+1, P] and values [B, T+1] on one device's
@@ -140,19 +161,31 @@ class ImpalaAgent(tf.Module):
         params, values, _ = self.net(batch.observation, batch.first, batch.state)
         return tf.transpose(tf.cast(params, tf.float32), [1, 0, 2]), tf.transpose(tf.cast(values, tf.float32))
 
+    def _shard_targets(self, batch: Unroll) -> dict:
+        """`unroll_targets` on one device's batch-major shard, batch-major ([B, T, ...])."""
+        targets = unroll_targets(self.net, self.config, time_major(batch))
+        return tf.nest.map_structure(lambda v: tf.transpose(v, [1, 0, *range(2, len(v.shape))]), targets)
+
     def _shard_gradients(self, batch: Unroll) -> tuple[list[tf.Tensor], dict]:
-        """The loss's gradients and metrics on one device's batch-major shard, with the policy
-        lag: learner steps (batches of `updates_per_batch` updates) between the policy that
-        acted and this one, mean and max over the shard's real transitions."""
+        """The loss's gradients and metrics on one device's batch-major shard, with the policy lag."""
         batch = time_major(batch)
         with tf.GradientTape() as tape:
             loss, metrics = impala_loss(self.net, self.config, batch)
-        real = tf.logical_not(batch.first[1:])
-        lag = tf.cast(self.optimizer.iterations - batch.extras["policy_version"][:-1], tf.float32)
-        lag /= self.updates_per_batch
-        metrics["policy/lag"] = masked_mean(lag, tf.cast(real, tf.float32))
-        metrics["policy/lag_max"] = tf.reduce_max(tf.where(real, lag, 0.0))
-        return tape.gradient(loss, self.net.trainable_variables), metrics
+        lag = self._lag(batch.extras["policy_version"][:-1], tf.cast(tf.logical_not(batch.first[1:]), tf.float32))
+        return tape.gradient(loss, self.net.trainable_variables), {**metrics, **lag}
+
+    def _shard_transition_gradients(self, minibatch: Transitions) -> tuple[list[tf.Tensor], dict]:
+        """`transition_loss`'s gradients and metrics on one device's shard, with the policy lag."""
+        with tf.GradientTape() as tape:
+            loss, metrics = transition_loss(self.net, self.config, minibatch)
+        lag = self._lag(minibatch.policy_version, tf.cast(minibatch.mask, tf.float32))
+        return tape.gradient(loss, self.net.trainable_variables), {**metrics, **lag}
+
+    def _lag(self, policy_version: tf.Tensor, mask: tf.Tensor) -> dict:
+        """The policy lag: learner steps (batches of `updates_per_batch` updates) between the
+        policy that acted and this one, mean and max over the real transitions (mask 1)."""
+        lag = tf.cast(self.optimizer.iterations - policy_version, tf.float32) / self.updates_per_batch
+        return {"policy/lag": masked_mean(lag, mask), "policy/lag_max": tf.reduce_max(tf.where(mask > 0, lag, 0.0))}
 
     def _update(self, minibatch: Unroll) -> dict:
         """One gradient step on a minibatch (one device) or its shards (several): the metrics

@@ -33,6 +33,9 @@ class ImpalaConfig:
     clip_ratio: float = 0.0  # PPO's clip on pi/mu in the policy loss (APPO: 0.1); 0: IMPALA's -log pi * A
     proximal_clip: bool = False  # APPO: clip pi against the learner's policy at the step's start, not the actors'
     fixed_targets: bool = False  # V-trace targets and advantages from the network at the step's start, as PPO's GAE
+    # each pass's minibatches hold single transitions drawn across all unrolls (PPO's shuffle), not whole
+    # unrolls; their targets are the step start network's, as with fixed_targets (feed-forward networks only)
+    shuffle_transitions: bool = False
 
 
 # V-trace on Atari (ALE ids). On a CPU the learner trains about 900 to 1,200 transitions a

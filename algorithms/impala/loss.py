@@ -179,16 +179,7 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
         target_log_rhos = tf.where(real, start_logp - behaviour_logp, -np.inf)
     else:
         target_values, target_bootstrap, target_log_rhos = values, bootstrap_value, log_rhos
-    targets = vtrace.from_importance_weights(
-        target_log_rhos,
-        discounts,
-        rewards,
-        target_values,
-        target_bootstrap,
-        clip_rho_threshold=config.clip_rho_threshold,
-        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
-        lambda_=config.vtrace_lambda,
-    )
+    targets = vtrace_targets(config, target_log_rhos, discounts, rewards, target_values, target_bootstrap)
     count = tf.cast(tf.size(mask), tf.float32)
     if config.clip_ratio > 0:
         advantages = one_step_advantages(rewards, discounts, targets.vs, target_values, target_bootstrap)
@@ -209,24 +200,46 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
         pg_loss = clipped_surrogate_loss(target_logp - behaviour_logp, advantages, mask, config.clip_ratio)
     else:
         pg_loss = -tf.reduce_sum(mask * target_logp * advantages) / count
-    baseline_loss = tf.reduce_sum(mask * 0.5 * tf.square(targets.vs - values)) / count
+    return actor_critic_loss(config, pi, pg_loss, values, targets.vs, mask, {
+        "policy/mean_rho": masked_mean(tf.exp(tf.minimum(log_rhos, 10.0)), mask),
+        **shift,
+        # the advantages as the policy loss would take them before any normalisation
+        "advantage/mean": advantage_mean,
+        "advantage/std": tf.sqrt(advantage_variance),
+    })
+
+
+def vtrace_targets(config: ImpalaConfig, log_rhos, discounts, rewards, values, bootstrap_value) -> vtrace.VTraceReturns:
+    """V-trace over [T, B] transitions with the config's rho_bar, its policy-gradient rho_bar and lambda."""
+    return vtrace.from_importance_weights(
+        log_rhos,
+        discounts,
+        rewards,
+        values,
+        bootstrap_value,
+        clip_rho_threshold=config.clip_rho_threshold,
+        clip_pg_rho_threshold=config.clip_pg_rho_threshold,
+        lambda_=config.vtrace_lambda,
+    )
+
+
+def actor_critic_loss(config: ImpalaConfig, pi: Distribution, pg_loss, values, value_targets, mask,
+                      metrics: dict) -> tuple[tf.Tensor, dict]:
+    """pg_loss + baseline_cost * mean(0.5 * (v - V)^2) - entropy_cost * mean(H(pi)), the means over
+    every transition with the cut ones (mask 0) weighted zero; with the loss's metrics and `metrics`."""
+    count = tf.cast(tf.size(mask), tf.float32)
+    baseline_loss = tf.reduce_sum(mask * 0.5 * tf.square(value_targets - values)) / count
     entropy = pi.entropy()
     entropy_loss = -tf.reduce_sum(mask * entropy) / count
     loss = pg_loss + config.baseline_cost * baseline_loss + config.entropy_cost * entropy_loss
-    n = tf.maximum(tf.reduce_sum(mask), 1.0)
-    mean_entropy = tf.reduce_sum(mask * entropy) / n
-    metrics = {
+    mean_entropy = masked_mean(entropy, mask)
+    return loss, {
         "loss/total": loss,
         "loss/policy": pg_loss,
         "loss/baseline": baseline_loss,
         "loss/entropy": entropy_loss,
         "policy/entropy": mean_entropy,
         **pi.diagnostics(mask, mean_entropy),
-        "policy/mean_rho": tf.reduce_sum(mask * tf.exp(tf.minimum(log_rhos, 10.0))) / n,
-        **shift,
-        "value/explained_variance": explained_variance(targets.vs, values, mask),
-        # the advantages as the policy loss would take them before any normalisation
-        "advantage/mean": advantage_mean,
-        "advantage/std": tf.sqrt(advantage_variance),
+        **metrics,
+        "value/explained_variance": explained_variance(value_targets, values, mask),
     }
-    return loss, metrics
