@@ -42,6 +42,14 @@ def numpy_targets(batch, start_logits, start_values):
     return vs, adv, mask
 
 
+def uncut_batch(seed: int):
+    """A batch whose unrolls hold no reset, termination or truncation: every transition is real."""
+    batch = make_batch(np.random.default_rng(seed))
+    batch.first[:, 1:] = False
+    batch.terminated[:] = batch.truncated[:] = False
+    return batch
+
+
 def fixed_agent(**overrides):
     return make_agent(clip_ratio=0.1, fixed_targets=True, discount=GAMMA, vtrace_lambda=LAMBDA,
                       clip_rho_threshold=RHO_BAR, clip_pg_rho_threshold=RHO_BAR, reward_clip=0.0, **overrides)
@@ -78,9 +86,7 @@ def test_every_pass_of_a_learner_step_trains_on_the_same_advantages():
     """With no cut transitions every minibatch has the same count, so the first pass's mean of
     minibatch means is the batch's mean advantage: on the step-start network's targets with
     `fixed_targets`, and on a network that moved between the minibatches without."""
-    batch = make_batch(np.random.default_rng(13))
-    batch.first[:, 1:] = False
-    batch.terminated[:] = batch.truncated[:] = False
+    batch = uncut_batch(13)
     agent = fixed_agent(minibatches=2, epochs=2, learning_rate=0.05)
     start_logits, start_values = agent._step_start(batch)
     _, adv, _ = numpy_targets(batch, start_logits, start_values)

@@ -16,7 +16,7 @@ from seedfleet.algorithms.impala.transition_minibatches import flatten, transiti
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import PolicyValueNet
 from seedfleet.errors import UsageError
-from tests.test_fixed_targets import GAMMA, LAMBDA, numpy_targets
+from tests.test_fixed_targets import GAMMA, LAMBDA, numpy_targets, uncut_batch
 from tests.test_impala import make_agent, make_batch, time_major
 
 FOUR_ACTIONS = ActionSpec.discrete(4)
@@ -93,9 +93,7 @@ def test_one_minibatch_of_every_transition_trains_as_fixed_targets_on_whole_unro
 def test_a_learner_step_on_shuffled_transitions_trains_every_pass_on_the_step_start_advantages():
     """No cut transitions, so every minibatch holds 12 real ones and the first pass's mean of
     minibatch means is the batch's mean advantage; the network moves."""
-    batch = make_batch(np.random.default_rng(24))
-    batch.first[:, 1:] = False
-    batch.terminated[:] = batch.truncated[:] = False
+    batch = uncut_batch(24)
     agent = shuffled_agent(minibatches=2, epochs=2, learning_rate=0.05)
     start_logits, start_values = agent._step_start(batch)
     _, adv, _ = numpy_targets(batch, start_logits, start_values)
