@@ -46,7 +46,10 @@ class Distribution(Protocol):
 
 
 def _masked_mean(x: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
-    return tf.reduce_sum(mask[..., None] * x, axis=[0, 1]) / tf.maximum(tf.reduce_sum(mask), 1.0)
+    """The mean over every step where mask is 1 of x [..., D] (steps [T, B] or [N]), [D]."""
+    x = tf.reshape(x, [-1, tf.shape(x)[-1]])
+    mask = tf.reshape(tf.cast(mask, x.dtype), [-1, 1])
+    return tf.reduce_sum(mask * x, axis=0) / tf.maximum(tf.reduce_sum(mask), 1.0)
 
 
 class Categorical:

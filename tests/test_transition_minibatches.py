@@ -83,7 +83,8 @@ def test_one_minibatch_of_every_transition_trains_as_fixed_targets_on_whole_unro
         ours, our_metrics = transition_loss(agent.net, agent.config, shuffled)
         theirs, their_metrics = impala_loss(fixed.net, fixed.config, time_major(batch))
     np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5)
-    for name in ("loss/policy", "loss/baseline", "loss/entropy", "advantage/mean", "policy/approx_kl"):
+    for name in ("loss/policy", "loss/baseline", "loss/entropy", "advantage/mean", "policy/approx_kl",
+                 "policy/state_information"):
         np.testing.assert_allclose(our_metrics[name].numpy(), their_metrics[name].numpy(), rtol=1e-4, atol=1e-6)
     for mine, reference in zip(tape.gradient(ours, agent.net.trainable_variables),
                                tape.gradient(theirs, fixed.net.trainable_variables), strict=True):
