@@ -51,15 +51,15 @@ class DataParallel:
         """Variables created inside are mirrored on every device (with one device: plain)."""
         return self.strategy.scope() if self.strategy else contextlib.nullcontext()
 
-    def compile(self, step: Callable, gradients: Callable, jit_compile: bool) -> tuple[Callable, Callable]:
-        """tf.functions of a learner step and of the per-device gradients it runs: XLA compiles
-        the whole step on one device; with several GPUs, each GPU's gradients (the step around
-        them holds the all-reduce, which XLA does not take). Logical CPU devices share one XLA
-        CPU device, which cannot reach another one's variables, so on them nothing is compiled."""
+    def compile(self, step: Callable, *gradients: Callable, jit_compile: bool) -> tuple[Callable, ...]:
+        """tf.functions of a learner step and of each per-device gradient function it runs: XLA
+        compiles the whole step on one device; with several GPUs, each GPU's gradients (the step
+        around them holds the all-reduce, which XLA does not take). Logical CPU devices share one
+        XLA CPU device, which cannot reach another one's variables, so on them nothing is compiled."""
         if not self.strategy:
-            return graph_function(step, jit_compile=jit_compile), gradients
+            return graph_function(step, jit_compile=jit_compile), *gradients
         on_gpus = all(tf.DeviceSpec.from_string(device).device_type == "GPU" for device in self.devices)
-        return graph_function(step), graph_function(gradients, jit_compile=jit_compile and on_gpus)
+        return graph_function(step), *(graph_function(g, jit_compile=jit_compile and on_gpus) for g in gradients)
 
     def shard(self, batch: Any) -> Any:
         """A nest of batch-major arrays cut into one equal shard per device (outside tf.function)."""

@@ -227,3 +227,50 @@ def test_updates_in_one_call_equal_as_many_calls_of_one_update():
         theirs = theirs.variables if hasattr(theirs, "variables") else [theirs]
         for a, b in zip(mine, theirs, strict=True):
             np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_the_actor_steps_against_the_critics_their_own_step_left():
+    """Within one update the critics step first, and the actor's gradient is taken against the
+    critics as that step left them (CleanRL's, jaxrl's and stable-baselines3's order). Adam's
+    first step moves each weight by lr g / (|g| + eps'), so the actor's new weights follow from
+    the gradient alone; against the critics before their step they would differ."""
+    agent = sac_agent(q_learning_rate=0.1)
+    rng = np.random.default_rng(11)
+    batch, noise = transitions(rng, 8), rng.standard_normal((8, 1, 2, 1)).astype(np.float32)
+    actor_before = [v.numpy().copy() for v in agent.actor.trainable_variables]
+    alpha = float(tf.exp(agent.log_alpha))  # the temperature steps too, after the actor
+    critics_before = [[v.numpy().copy() for v in c.trainable_variables] for c in agent.critics]
+    agent._rng = QueuedNoise([noise])
+    agent.learn(batch)
+    critics_after = [[v.numpy().copy() for v in c.trainable_variables] for c in agent.critics]
+    actor_after = [v.numpy() for v in agent.actor.trainable_variables]
+
+    def actor_gradients(critic_values: list[list[np.ndarray]]) -> list[np.ndarray]:
+        """The actor loss's gradient at the actor's starting weights against the given critics."""
+        for variable, value in zip(agent.actor.trainable_variables, actor_before, strict=True):
+            variable.assign(value)
+        for critic, values in zip(agent.critics, critic_values, strict=True):
+            for variable, value in zip(critic.trainable_variables, values, strict=True):
+                variable.assign(value)
+        obs = tf.constant(batch.observation[:, 0])
+        mask = tf.constant(1.0 - batch.first[:, 1].astype(np.float32))
+        with tf.GradientTape() as tape:
+            mean, log_std = agent.actor(obs)
+            pi, log_prob = squashed_sample(mean, log_std, noise[:, 0, 1], agent.center, agent.half_range)
+            scaled = (pi - agent.center) / agent.half_range
+            loss = actor_loss(log_prob, agent.critics[0](obs, scaled), agent.critics[1](obs, scaled),
+                              tf.constant(alpha), mask)
+        return [g.numpy() for g in tape.gradient(loss, agent.actor.trainable_variables)]
+
+    def agrees(gradients: list[np.ndarray]) -> bool:
+        """Whether every weight moved by Adam's first step, lr g / (|g| + eps'), to within float
+        rounding; weights whose gradient is at rounding level are left out, as their sign is."""
+        eps = 1e-8 / np.sqrt(1.0 - 0.999)  # Adam's epsilon as the first bias-corrected step sees it
+        for after, before, g in zip(actor_after, actor_before, gradients, strict=True):
+            clear = np.abs(g) > 1e-4 * np.abs(g).max()
+            if not np.allclose((after - before)[clear], (-3e-4 * g / (np.abs(g) + eps))[clear], rtol=1e-3, atol=1e-7):
+                return False
+        return True
+
+    assert agrees(actor_gradients(critics_after))
+    assert not agrees(actor_gradients(critics_before))

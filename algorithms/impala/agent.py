@@ -64,7 +64,7 @@ class ImpalaAgent(tf.Module):
         self.act = graph_function(self._act, input_signature=signature)
         self.policy = graph_function(self._policy, input_signature=signature)
         gradients = self._shard_transition_gradients if config.shuffle_transitions else self._shard_gradients
-        self._step, self._gradients = self.devices.compile(self._update, gradients, network.jit_compile)
+        self._step, self._gradients = self.devices.compile(self._update, gradients, jit_compile=network.jit_compile)
         self._outputs = graph_function(lambda shards: self.devices.run(self._shard_outputs, shards))
         self._targets = graph_function(lambda shards: self.devices.run(self._shard_targets, shards))
 

@@ -45,7 +45,8 @@ class R2D2Agent(tf.Module):
         signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
         self.act = graph_function(self._act, input_signature=signature)
         self.policy = graph_function(self._policy, input_signature=signature)
-        self._step, self._gradients = self.devices.compile(self._learn, self._shard_gradients, network.jit_compile)
+        self._step, self._gradients = self.devices.compile(self._learn, self._shard_gradients,
+                                                            jit_compile=network.jit_compile)
         self.initial_priorities = graph_function(self._initial_priorities)
 
     def checkpointed(self) -> dict[str, tf.Module | tf.Variable]:

@@ -118,7 +118,8 @@ class SACAgent(tf.Module):
         signature = act_signature(env.obs_shape, env.obs_dtype, {})
         self.act = graph_function(self._act, input_signature=signature)
         self.policy = graph_function(self._policy, input_signature=signature)
-        self._step, self._gradients = self.devices.compile(self._update, self._shard_gradients, network.jit_compile)
+        self._step, self._critic_gradients, self._actor_gradients = self.devices.compile(
+            self._update, self._shard_critic_gradients, self._shard_actor_gradients, jit_compile=network.jit_compile)
 
     def checkpointed(self) -> dict[str, tf.Module | tf.Variable]:
         """The actor, both critics and their targets, the temperature, the three optimizers, and
@@ -187,13 +188,17 @@ class SACAgent(tf.Module):
         out = self._step(*self.devices.shard((split, noise.astype(np.float32))))
         return {**out, "priorities": tf.ones(self.batch_size)}
 
-    def _shard_gradients(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> tuple[list, list, list, dict]:
-        """Each part's gradients and the metrics of update k on one device's shard of transitions."""
+    def _transitions(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> tuple:
+        """Update k's transitions on one device's shard: (x, a, r, gamma_t, x', mask, noise)."""
         batch, noise = batch.map(lambda rows: tf.gather(rows, k, axis=1)), tf.gather(noise, k, axis=1)
         obs, next_obs = tf.cast(batch.observation[:, 0], tf.float32), tf.cast(batch.observation[:, 1], tf.float32)
-        actions, rewards = batch.action[:, 0], tf.cast(batch.reward[:, 1], tf.float32)
         mask = 1.0 - tf.cast(batch.first[:, 1], tf.float32)  # the step into a reset observation is no transition
         discounts = self.config.discount * (1.0 - tf.cast(batch.terminated[:, 1], tf.float32))
+        return obs, batch.action[:, 0], tf.cast(batch.reward[:, 1], tf.float32), discounts, next_obs, mask, noise
+
+    def _shard_critic_gradients(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> tuple[list, dict]:
+        """The critics' gradients and metrics of update k on one device's shard of transitions."""
+        obs, actions, rewards, discounts, next_obs, mask, noise = self._transitions(batch, noise, k)
         alpha = tf.exp(self.log_alpha)
         next_mean, next_log_std = self.actor(next_obs)
         next_actions, next_log_prob = squashed_sample(next_mean, next_log_std, noise[:, 0], self.center,
@@ -201,23 +206,29 @@ class SACAgent(tf.Module):
         next_scaled = self._scaled(next_actions)
         targets = critic_targets(rewards, discounts, self.targets[0](next_obs, next_scaled),
                                  self.targets[1](next_obs, next_scaled), next_log_prob, alpha)
-        with tf.GradientTape(persistent=True) as tape:
+        with tf.GradientTape() as tape:
             q1, q2 = (critic(obs, self._scaled(actions)) for critic in self.critics)
             loss_critic = critic_loss(q1, q2, targets, mask)
+        metrics = {"loss/critic": loss_critic, "sac/alpha": alpha, "sac/q": masked_mean(0.5 * (q1 + q2), mask),
+                   "sac/target": masked_mean(targets, mask)}
+        return tape.gradient(loss_critic, self.critic_variables), metrics
+
+    def _shard_actor_gradients(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> tuple[list, list, dict]:
+        """The actor's and the temperature's gradients and metrics of update k on one device's
+        shard, against the critics as their own step of update k left them."""
+        obs, _, _, _, _, mask, noise = self._transitions(batch, noise, k)
+        alpha = tf.exp(self.log_alpha)
+        with tf.GradientTape(persistent=True) as tape:
             mean, log_std = self.actor(obs)
             pi_actions, log_prob = squashed_sample(mean, log_std, noise[:, 1], self.center, self.half_range)
             pi_scaled = self._scaled(pi_actions)
             loss_actor = actor_loss(log_prob, self.critics[0](obs, pi_scaled), self.critics[1](obs, pi_scaled),
                                     alpha, mask)
             loss_alpha = temperature_loss(self.log_alpha, log_prob, self.target_entropy, mask)
-        grads = (tape.gradient(loss_critic, self.critic_variables),
-                 tape.gradient(loss_actor, self.actor.trainable_variables),
-                 tape.gradient(loss_alpha, [self.log_alpha]))
-        metrics = {"loss/critic": loss_critic, "loss/actor": loss_actor, "loss/temperature": loss_alpha,
-                   "sac/alpha": alpha, "sac/q": masked_mean(0.5 * (q1 + q2), mask),
-                   "sac/target": masked_mean(targets, mask), "policy/entropy": -masked_mean(log_prob, mask),
-                   "policy/action_std": tf.reduce_mean(tf.exp(log_std))}
-        return (*grads, metrics)
+        metrics = {"loss/actor": loss_actor, "loss/temperature": loss_alpha,
+                   "policy/entropy": -masked_mean(log_prob, mask), "policy/action_std": tf.reduce_mean(tf.exp(log_std))}
+        return (tape.gradient(loss_actor, self.actor.trainable_variables),
+                tape.gradient(loss_alpha, [self.log_alpha]), metrics)
 
     def _update(self, batch: Unroll, noise: tf.Tensor) -> dict:
         """The learner step: `updates_per_call` updates in a graph loop, their metrics' means."""
@@ -235,10 +246,14 @@ class SACAgent(tf.Module):
 
     def _one_update(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> dict:
         """Update k on its batch (one device) or its shards (several: the devices' mean
-        gradients), then the targets' Polyak step."""
-        critic_grads, actor_grads, alpha_grads, metrics = self.devices.mean(
-            self.devices.run(self._gradients, batch, noise, k))
-        metrics["grad_norm/critic"], critic_ok = self.critic_optimizer.apply_clipped(critic_grads)
+        gradients): the critics' step, then the actor's and the temperature's against the
+        critics it left (as CleanRL's, jaxrl's and stable-baselines3's SAC order them), then the
+        targets' Polyak step."""
+        critic_grads, critic_metrics = self.devices.mean(self.devices.run(self._critic_gradients, batch, noise, k))
+        critic_norm, critic_ok = self.critic_optimizer.apply_clipped(critic_grads)
+        actor_grads, alpha_grads, metrics = self.devices.mean(self.devices.run(self._actor_gradients, batch, noise, k))
+        metrics.update(critic_metrics)
+        metrics["grad_norm/critic"] = critic_norm
         metrics["grad_norm/actor"], actor_ok = self.actor_optimizer.apply_clipped(actor_grads)
         if self.config.autotune_alpha:
             self.alpha_optimizer.apply_clipped(alpha_grads)
