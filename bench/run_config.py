@@ -21,8 +21,9 @@ from seedfleet.settings import flag_words, read_config
 PER_RUN = frozenset({"seed", "logdir", "fresh", "address"})
 
 # Flags added after config.json records began, and what a run ran with before each existed: a
-# record without the flag states that value (acting was asynchronous before --sync-acting).
-BEFORE_THE_FLAG = {"sync_acting": False}
+# record without the flag states that value (acting was asynchronous before --sync-acting, and
+# SAC's actor stepped beside its critics before --actor-after-critics).
+BEFORE_THE_FLAG = {"sync_acting": False, "actor_after_critics": False}
 
 Defaults = Callable[[Sequence[str]], dict]  # a case's `seedfleet run` command -> its flags' values today
 

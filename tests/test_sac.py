@@ -229,12 +229,13 @@ def test_updates_in_one_call_equal_as_many_calls_of_one_update():
             np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6, err_msg=name)
 
 
-def test_the_actor_steps_against_the_critics_their_own_step_left():
-    """Within one update the critics step first, and the actor's gradient is taken against the
-    critics as that step left them (CleanRL's, jaxrl's and stable-baselines3's order). Adam's
-    first step moves each weight by lr g / (|g| + eps'), so the actor's new weights follow from
-    the gradient alone; against the critics before their step they would differ."""
-    agent = sac_agent(q_learning_rate=0.1)
+@pytest.mark.parametrize("after", [True, False])
+def test_the_actor_steps_against_the_critics_before_or_after_their_step_as_asked(after):
+    """With `actor_after_critics` the actor's gradient is taken against the critics as their
+    step of the same update left them (CleanRL's, jaxrl's and stable-baselines3's order), else
+    against them before it. Adam's first step moves each weight by lr g / (|g| + eps'), so the
+    actor's new weights tell which critics its gradient saw."""
+    agent = sac_agent(q_learning_rate=0.1, actor_after_critics=after)
     rng = np.random.default_rng(11)
     batch, noise = transitions(rng, 8), rng.standard_normal((8, 1, 2, 1)).astype(np.float32)
     actor_before = [v.numpy().copy() for v in agent.actor.trainable_variables]
@@ -272,5 +273,6 @@ def test_the_actor_steps_against_the_critics_their_own_step_left():
                 return False
         return True
 
-    assert agrees(actor_gradients(critics_after))
-    assert not agrees(actor_gradients(critics_before))
+    seen, unseen = (critics_after, critics_before) if after else (critics_before, critics_after)
+    assert agrees(actor_gradients(seen))
+    assert not agrees(actor_gradients(unseen))

@@ -246,14 +246,20 @@ class SACAgent(tf.Module):
 
     def _one_update(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> dict:
         """Update k on its batch (one device) or its shards (several: the devices' mean
-        gradients): the critics' step, then the actor's and the temperature's against the
-        critics it left (as CleanRL's, jaxrl's and stable-baselines3's SAC order them), then the
-        targets' Polyak step."""
+        gradients): the critics' step and the actor's and the temperature's, the latter two
+        taken against the critics before or after the former (`actor_after_critics`; the graph
+        keeps the order the code gives reads and writes of a variable), then the targets'
+        Polyak step."""
+        def actor_part() -> tuple[list, list, dict]:
+            return self.devices.mean(self.devices.run(self._actor_gradients, batch, noise, k))
+
         critic_grads, critic_metrics = self.devices.mean(self.devices.run(self._critic_gradients, batch, noise, k))
+        if not self.config.actor_after_critics:
+            actor_grads, alpha_grads, metrics = actor_part()
         critic_norm, critic_ok = self.critic_optimizer.apply_clipped(critic_grads)
-        actor_grads, alpha_grads, metrics = self.devices.mean(self.devices.run(self._actor_gradients, batch, noise, k))
-        metrics.update(critic_metrics)
-        metrics["grad_norm/critic"] = critic_norm
+        if self.config.actor_after_critics:
+            actor_grads, alpha_grads, metrics = actor_part()
+        metrics.update(critic_metrics, **{"grad_norm/critic": critic_norm})
         metrics["grad_norm/actor"], actor_ok = self.actor_optimizer.apply_clipped(actor_grads)
         if self.config.autotune_alpha:
             self.alpha_optimizer.apply_clipped(alpha_grads)

@@ -31,6 +31,10 @@ class SACConfig:
     # drifts for about 1 / (1 - c) steps, which sparse rewards such as MountainCarContinuous's need.
     exploration_correlation: float = 0.0
     checkpoint_replay: bool = False  # checkpoints hold the replay too
+    # Within an update: true, the actor's loss is taken against the critics as their own step
+    # left them (CleanRL's, jaxrl's and stable-baselines3's order); false, all three losses
+    # against the critics before it, and the steps made together.
+    actor_after_critics: bool = False  # the actor steps against the critics their step just left
 
 
 # Box actions on any env family: CleanRL's networks (256-256 ReLU MLPs for the actor and each

@@ -27,9 +27,9 @@ Q'_i the target critics. The losses, means over the batch (cut transitions weigh
     actor        alpha log pi(a~|x) - min(Q_1, Q_2)(x, a~),   a~ ~ pi(.|x) reparameterised
     temperature  -alpha (log pi(a~|x) + H_target),  log pi held constant, H_target = -dim(A)
 
-Each update steps the critics first; the actor's loss is then taken against the critics as
-that step left them (CleanRL's, jaxrl's and stable-baselines3's order), the temperature's on
-the same a~, and last the target critics move by Polyak averaging,
+The actor's loss is taken against the critics before their step of the same update, or as
+that step left them (`actor_after_critics`: CleanRL's, jaxrl's and stable-baselines3's order),
+the temperature's on the same a~, and last the target critics move by Polyak averaging,
 theta' <- tau theta + (1 - tau) theta'.
 """
 
