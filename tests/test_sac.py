@@ -8,7 +8,8 @@ import tensorflow as tf
 from seedfleet.actions import ActionSpec
 from seedfleet.algorithms.agent import AgentContext, Unroll
 from seedfleet.algorithms.network_config import NetworkConfig
-from seedfleet.algorithms.sac.agent import SACAgent
+from seedfleet.algorithms.optim import ADAM_BETA_2
+from seedfleet.algorithms.sac.agent import ADAM_EPSILON, SACAgent
 from seedfleet.algorithms.sac.config import SACConfig
 from seedfleet.algorithms.sac.loss import (
     actor_loss,
@@ -266,10 +267,11 @@ def test_the_actor_steps_against_the_critics_before_or_after_their_step_as_asked
     def agrees(gradients: list[np.ndarray]) -> bool:
         """Whether every weight moved by Adam's first step, lr g / (|g| + eps'), to within float
         rounding; weights whose gradient is at rounding level are left out, as their sign is."""
-        eps = 1e-8 / np.sqrt(1.0 - 0.999)  # Adam's epsilon as the first bias-corrected step sees it
+        eps = ADAM_EPSILON / np.sqrt(1.0 - ADAM_BETA_2)  # Adam's epsilon as the first bias-corrected step sees it
+        rate = agent.config.policy_learning_rate
         for after, before, g in zip(actor_after, actor_before, gradients, strict=True):
             clear = np.abs(g) > 1e-4 * np.abs(g).max()
-            if not np.allclose((after - before)[clear], (-3e-4 * g / (np.abs(g) + eps))[clear], rtol=1e-3, atol=1e-7):
+            if not np.allclose((after - before)[clear], (-rate * g / (np.abs(g) + eps))[clear], rtol=1e-3, atol=1e-7):
                 return False
         return True
 

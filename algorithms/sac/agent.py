@@ -215,7 +215,7 @@ class SACAgent(tf.Module):
 
     def _shard_actor_gradients(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> tuple[list, list, dict]:
         """The actor's and the temperature's gradients and metrics of update k on one device's
-        shard, against the critics as their own step of update k left them."""
+        shard, against the critics as they stand when it runs (`_one_update` orders it)."""
         obs, _, _, _, _, mask, noise = self._transitions(batch, noise, k)
         alpha = tf.exp(self.log_alpha)
         with tf.GradientTape(persistent=True) as tape:
@@ -259,7 +259,7 @@ class SACAgent(tf.Module):
         critic_norm, critic_ok = self.critic_optimizer.apply_clipped(critic_grads)
         if self.config.actor_after_critics:
             actor_grads, alpha_grads, metrics = actor_part()
-        metrics.update(critic_metrics, **{"grad_norm/critic": critic_norm})
+        metrics = {**metrics, **critic_metrics, "grad_norm/critic": critic_norm}
         metrics["grad_norm/actor"], actor_ok = self.actor_optimizer.apply_clipped(actor_grads)
         if self.config.autotune_alpha:
             self.alpha_optimizer.apply_clipped(alpha_grads)
