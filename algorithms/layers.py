@@ -1,4 +1,6 @@
-"""The dense layer and the orthogonal initialisation every network here uses."""
+"""The dense layer and its two initialisations: orthogonal with a gain per layer (every network's
+default), or PyTorch's nn.Linear default (`fan_in_uniform`), which CleanRL's and stable-baselines3's
+SAC start from."""
 
 from __future__ import annotations
 
@@ -14,11 +16,32 @@ def orthogonal(shape: tuple[int, ...], gain: float, rng: np.random.Generator) ->
     return (gain * q).reshape(shape).astype(np.float32)
 
 
+def fan_in_uniform(n_in: int, n_out: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Weights and biases drawn from U(-1/sqrt(n_in), 1/sqrt(n_in)): torch.nn.Linear's reset_parameters
+    (kaiming_uniform with a = sqrt(5) gives the same bound for the weights)."""
+    bound = 1.0 / np.sqrt(n_in)
+    w = rng.uniform(-bound, bound, (n_in, n_out)).astype(np.float32)
+    return w, rng.uniform(-bound, bound, n_out).astype(np.float32)
+
+
+DENSE_INITS = ("orthogonal", "fan_in_uniform")
+
+
 class Linear(tf.Module):
-    def __init__(self, n_in: int, n_out: int, gain: float, rng: np.random.Generator, name=None):
+    """x @ w + b. `init` "orthogonal": w orthogonal times `gain`, b zero; "fan_in_uniform": both
+    uniform within 1/sqrt(n_in), and the gain is not used."""
+
+    def __init__(self, n_in: int, n_out: int, gain: float, rng: np.random.Generator, name=None,
+                 init: str = "orthogonal"):
         super().__init__(name=name)
-        self.w = tf.Variable(orthogonal((n_in, n_out), gain, rng), name="w")
-        self.b = tf.Variable(tf.zeros([n_out]), name="b")
+        if init not in DENSE_INITS:
+            raise ValueError(f"dense init {init!r}: choose from {', '.join(DENSE_INITS)}")
+        if init == "orthogonal":
+            w, b = orthogonal((n_in, n_out), gain, rng), np.zeros(n_out, np.float32)
+        else:
+            w, b = fan_in_uniform(n_in, n_out, rng)
+        self.w = tf.Variable(w, name="w")
+        self.b = tf.Variable(b, name="b")
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         return tf.matmul(x, tf.cast(self.w, x.dtype)) + tf.cast(self.b, x.dtype)

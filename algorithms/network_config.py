@@ -12,6 +12,7 @@ class NetworkConfig:
     # vectors; images: nature from 36 pixels a side, minatar below; pool: next to free, for measuring the learner)
     mlp_sizes: tuple[int, ...] = (64, 64)  # hidden layers of the mlp torso
     activation: str = "relu"  # the mlp torso's: relu | tanh (PPO's MuJoCo setups: tanh)
+    dense_init: str = "orthogonal"  # mlp and SAC head layers: orthogonal | fan_in_uniform (PyTorch's nn.Linear's)
     shared_torso: bool = True  # actor-critic: the value reads the policy's torso; false: a torso of its own
     initial_log_std: float = 0.0  # Box actions: the Gaussian's log std at the start (the same in every state)
     lstm_size: int = 0  # LSTM core size; 0: none for vtrace; for r2d2 512 (Atari frames), 128 (small images), 64

@@ -18,7 +18,7 @@ import tensorflow as tf
 from seedfleet.actions import BOX, DISCRETE, ActionSpec
 from seedfleet.algorithms.distributions import Categorical, DiagGaussian
 from seedfleet.algorithms.image_torsos import ConvTorso, PoolTorso
-from seedfleet.algorithms.layers import Linear
+from seedfleet.algorithms.layers import DENSE_INITS, Linear
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.errors import UsageError
 
@@ -30,12 +30,14 @@ ACTIVATIONS = {"relu": tf.nn.relu, "tanh": tf.tanh}
 
 
 class MLPTorso(tf.Module):
-    def __init__(self, n_in: int, sizes: tuple[int, ...], rng, activation: str = "relu"):
+    def __init__(self, n_in: int, sizes: tuple[int, ...], rng, activation: str = "relu", init: str = "orthogonal"):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise UsageError(f"--activation {activation!r}: choose from {', '.join(ACTIVATIONS)}")
+        if init not in DENSE_INITS:
+            raise UsageError(f"--dense-init {init!r}: choose from {', '.join(DENSE_INITS)}")
         dims = (n_in, *sizes)
-        self.layers = [Linear(a, b, np.sqrt(2), rng) for a, b in zip(dims[:-1], dims[1:], strict=True)]
+        self.layers = [Linear(a, b, np.sqrt(2), rng, init=init) for a, b in zip(dims[:-1], dims[1:], strict=True)]
         self.activation = ACTIVATIONS[activation]
         self.out_size = dims[-1]
 
@@ -128,7 +130,7 @@ class RecurrentTorso(tf.Module):
                 raise UsageError(f"the mlp torso takes vector observations, got shape {obs_shape}")
             if self.frame_stack != 1:
                 raise UsageError("frame stacking is for image observations")
-            self.torso = MLPTorso(obs_shape[0], tuple(config.mlp_sizes), rng, config.activation)
+            self.torso = MLPTorso(obs_shape[0], tuple(config.mlp_sizes), rng, config.activation, config.dense_init)
         elif kind in (*ConvTorso.SPECS, "pool"):
             if not is_image(obs_shape):
                 raise UsageError(f"the {kind} torso takes [H, W] or [H, W, C] images, got shape {obs_shape}")

@@ -173,3 +173,21 @@ def test_nature_half_torso_has_natures_layers_at_half_the_width():
     first[0] = True
     logits, values = _run_both_ways(config, (84, 84), obs, first)
     assert logits.shape == (3, 2, 3) and values.shape == (3, 2)
+
+
+def test_fan_in_uniform_init_draws_weights_and_biases_within_torch_bounds():
+    """`--dense-init fan_in_uniform`: every mlp layer's weights and biases lie in +-1/sqrt(fan in) and
+    spread over it (a uniform's std is bound / sqrt(3)); the orthogonal default keeps zero biases."""
+    from seedfleet.algorithms.networks import MLPTorso
+    from seedfleet.errors import UsageError
+
+    torso = MLPTorso(17, (256, 64), np.random.default_rng(0), init="fan_in_uniform")
+    for layer, fan_in in zip(torso.layers, (17, 256), strict=True):
+        bound = 1.0 / np.sqrt(fan_in)
+        for values in (layer.w.numpy(), layer.b.numpy()):
+            assert np.abs(values).max() <= bound
+            assert abs(values.std() - bound / np.sqrt(3)) < 0.1 * bound
+    orthogonal = MLPTorso(17, (256,), np.random.default_rng(0))
+    assert not orthogonal.layers[0].b.numpy().any()
+    with pytest.raises(UsageError, match="--dense-init"):
+        MLPTorso(17, (8,), np.random.default_rng(0), init="xavier")

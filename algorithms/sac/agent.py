@@ -54,9 +54,9 @@ class SquashedGaussianActor(tf.Module):
 
     def __init__(self, network: NetworkConfig, obs_size: int, action_size: int, rng: np.random.Generator):
         super().__init__()
-        self.torso = MLPTorso(obs_size, tuple(network.mlp_sizes), rng, network.activation)
-        self.mean = Linear(self.torso.out_size, action_size, 0.01, rng)
-        self.log_std = Linear(self.torso.out_size, action_size, 0.01, rng)
+        self.torso = MLPTorso(obs_size, tuple(network.mlp_sizes), rng, network.activation, network.dense_init)
+        self.mean = Linear(self.torso.out_size, action_size, 0.01, rng, init=network.dense_init)
+        self.log_std = Linear(self.torso.out_size, action_size, 0.01, rng, init=network.dense_init)
 
     def __call__(self, obs: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         features = self.torso(obs)
@@ -68,8 +68,9 @@ class Critic(tf.Module):
 
     def __init__(self, network: NetworkConfig, obs_size: int, action_size: int, rng: np.random.Generator):
         super().__init__()
-        self.torso = MLPTorso(obs_size + action_size, tuple(network.mlp_sizes), rng, network.activation)
-        self.head = Linear(self.torso.out_size, 1, 1.0, rng)
+        self.torso = MLPTorso(obs_size + action_size, tuple(network.mlp_sizes), rng, network.activation,
+                              network.dense_init)
+        self.head = Linear(self.torso.out_size, 1, 1.0, rng, init=network.dense_init)
 
     def __call__(self, obs: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
         return tf.squeeze(self.head(self.torso(tf.concat([obs, actions], axis=-1))), -1)
