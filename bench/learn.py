@@ -44,7 +44,7 @@ from seedfleet.bench.atari_breadth import BEGIN as BREADTH_BEGIN
 from seedfleet.bench.atari_breadth import END as BREADTH_END
 from seedfleet.bench.atari_breadth import GameRuns, breadth_markdown, plot_breadth
 from seedfleet.bench.atari_references import ATARI_GAMES, atari_references
-from seedfleet.bench.plot import EVALUATION, TRAINING, Curve, draw, has_returns, read_curve, return_at
+from seedfleet.bench.plot import EPISODES, EVALUATION, RECENT, TRAINING, Curve, draw, has_returns, read_curve, return_at
 from seedfleet.bench.references import REFERENCES, Reference
 from seedfleet.bench.report import replace_section
 from seedfleet.bench.results_page import BEGIN as HEAD_BEGIN
@@ -73,6 +73,10 @@ class Case:
     # the bench stops the run (SIGTERM: a checkpoint, then exit) once its progress passes this
     # many frames; the budget, and so the learning-rate schedule, stays `frames`
     stop_at: int | None = None
+    # the training-return column the tables read and the picture draws: the last 100 episodes, or
+    # RECENT's 20 where 100 episodes span most of the budget (SAC's short runs) or the task's
+    # acceptance reads 20
+    returns: str = TRAINING
 
 
 CASES = {
@@ -104,14 +108,18 @@ CASES = {
     # SAC: Pendulum at 20k env steps and MountainCarContinuous at 50k, where their greedy evaluations
     # are read (seedfleet eval on the last checkpoint); MountainCarContinuous's sparse reward takes the
     # documented temporally correlated exploration. HalfCheetah and Hopper read training returns.
-    "pendulum-sac": Case("Pendulum-v1", "sac", 20_000, (5_000, 10_000, 20_000), (), REFERENCES["Pendulum-v1 (SAC)"]),
+    # All four read the return over the last 20 episodes: 100 would span the whole run (Pendulum's
+    # 20k steps are 100 episodes, HalfCheetah's 100k steps 100), and the acceptance reads 20.
+    "pendulum-sac": Case("Pendulum-v1", "sac", 20_000, (5_000, 10_000, 20_000), (), REFERENCES["Pendulum-v1 (SAC)"],
+                         returns=RECENT),
     "mountaincar-sac": Case("MountainCarContinuous-v0", "sac", 50_000, (10_000, 25_000, 50_000),
-                            ("--exploration-correlation", "0.95"), REFERENCES["MountainCarContinuous-v0 (SAC)"]),
+                            ("--exploration-correlation", "0.95"), REFERENCES["MountainCarContinuous-v0 (SAC)"],
+                            returns=RECENT),
     # Their checkpoints keep the replay, so a run stopped and resumed (`--resume`) goes on as one.
     "halfcheetah-sac": Case("HalfCheetah-v5", "sac", 300_000, (100_000, 300_000), ("--checkpoint-replay",),
-                            REFERENCES["HalfCheetah-v5 (SAC)"]),
+                            REFERENCES["HalfCheetah-v5 (SAC)"], returns=RECENT),
     "hopper-sac": Case("Hopper-v4", "sac", 300_000, (100_000, 300_000), ("--checkpoint-replay",),
-                       REFERENCES["Hopper-v4 (SAC)"]),
+                       REFERENCES["Hopper-v4 (SAC)"], returns=RECENT),
 }
 
 
@@ -230,7 +238,8 @@ def marks_read(curve: list[dict], summary: dict, frames: float, marks: tuple[int
 
 def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str,
                   defaults: Defaults = todays_defaults) -> list[str]:
-    marks = " | ".join(f"return at {_frames(m)}" for m in case.marks)
+    window = f"return({EPISODES[case.returns]})"
+    marks = " | ".join(f"{window} at {_frames(m)}" for m in case.marks)
     command = f"seedfleet run --env {case.env} --algo {case.algo} --max-frames {case.frames} --seed N"
     lines = [f"### {name}: {case.env}, {case.algo}", "", f"`{' '.join([command, *case.args])}`"]
     if case.stop_at:
@@ -247,11 +256,11 @@ def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str,
             last = curve[-1] if curve else {}
             frames = summary.get("frames", last.get("frames", 0))
             wall = summary.get("wall_s", last.get("elapsed_s", 0)) / 60
-            kinds = [(TRAINING, group.label(seed))] + ([(EVALUATION, f"{group.label(seed)}, evaluation actors")]
-                                                       if has_returns(curve, EVALUATION) else [])
+            kinds = [(case.returns, group.label(seed))] + (
+                [(EVALUATION, f"{group.label(seed)}, evaluation actors")] if has_returns(curve, EVALUATION) else [])
             for key, label in kinds:
                 values = marks_read(curve, summary, frames, case.marks, key)
-                by_seed += [values] if key == TRAINING else []
+                by_seed += [values] if key == case.returns else []
                 lines.append(f"| {label} | {' | '.join(map(_cell, values))} | {frames / 1e6:.2f}M | {wall:.0f} | "
                              f"{summary.get('stop_reason', 'running or killed')} | {cpu_label(logdir)} |")
         if not group.variant and len(by_seed) > 1:  # NaN at a mark some seed has not reached
@@ -276,7 +285,8 @@ def plot_case(case: Case, groups: list[RunGroup], png: Path) -> bool:
     drawn bold, variants thin."""
     curves = [Curve(f"seedfleet {group.label(seed)}", read_curve(logdir), cpu_label(logdir), bold=not group.variant)
               for group in groups for seed, logdir in sorted(group.seeds.items())]
-    return bool(draw(curves, png, f"{case.env} ({case.algo})", case.references, x_max=case.frames))
+    return bool(draw(curves, png, f"{case.env} ({case.algo})", case.references, x_max=case.frames,
+                     training=case.returns))
 
 
 def task_result(name: str, case: Case, group: RunGroup, picture: str) -> TaskResult:
@@ -286,7 +296,8 @@ def task_result(name: str, case: Case, group: RunGroup, picture: str) -> TaskRes
         curve = read_curve(logdir)
         summary = json.loads((logdir / "summary.json").read_text()) if (logdir / "summary.json").exists() else {}
         last = curve[-1] if curve else {}
-        reads.append(marks_read(curve, summary, summary.get("frames", last.get("frames", 0)), case.marks))
+        reads.append(marks_read(curve, summary, summary.get("frames", last.get("frames", 0)), case.marks,
+                                case.returns))
         walls.append(summary.get("wall_s", last.get("elapsed_s", 0)) / 60)
         fps = sorted(row["frames_per_s"] for row in curve if row.get("frames_per_s", 0) > 0)
         rates.append(fps[len(fps) // 2] if fps else math.nan)
@@ -297,7 +308,7 @@ def task_result(name: str, case: Case, group: RunGroup, picture: str) -> TaskRes
                         *case.args])
     return TaskResult(name, case.env, case.algo, case.marks, tuple(sorted(group.seeds)), means, tuple(walls),
                       tuple(rates), " / ".join(dict.fromkeys(cpus)), tuple(dict.fromkeys(commits)), command, picture,
-                      case.references)
+                      case.references, EPISODES[case.returns])
 
 
 def game_runs(game: str, runs: Path) -> GameRuns | None:

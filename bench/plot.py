@@ -29,6 +29,8 @@ from seedfleet.machine_cpu import cpu_label
 from seedfleet.settings import read_config
 
 TRAINING, EVALUATION = "mean_return_last_100", "mean_eval_return_last_100"
+RECENT = "mean_return_last_20"  # the training return over the last 20 episodes (SAC's acceptance reads it)
+EPISODES = {TRAINING: 100, RECENT: 20}  # the episodes each training-return column averages
 
 
 def read_curve(logdir: Path) -> list[dict]:
@@ -94,10 +96,11 @@ def counts_frames(curves: Sequence[Curve]) -> bool:
 
 
 def draw(curves: Sequence[Curve], png: Path, title: str, references: Sequence[Reference] = (),
-         x_max: float | None = None) -> list[str]:
-    """Return against frames (with the references' points) and against wall time; returns the
-    labels drawn, both panels' ([] and no file when no run has a return yet)."""
-    if not any(has_returns(c.rows, key) for c in curves for key in (TRAINING, EVALUATION)):
+         x_max: float | None = None, training: str = TRAINING) -> list[str]:
+    """Return against frames (with the references' points) and against wall time: the training
+    return column `training` (TRAINING or RECENT) solid, the evaluation actors' dotted; returns
+    the labels drawn, both panels' ([] and no file when no run has a return yet)."""
+    if not any(has_returns(c.rows, key) for c in curves for key in (training, EVALUATION)):
         return []
     import matplotlib
 
@@ -108,7 +111,7 @@ def draw(curves: Sequence[Curve], png: Path, title: str, references: Sequence[Re
     fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(15, 5.5))
     for i, curve in enumerate(curves):
         style = {"color": colours[(2 * i) % 20 + (i // 10) % 2], "lw": 2.2 if curve.bold else 1.0}
-        for key, line, label in ((TRAINING, "-", curve.label), (EVALUATION, ":", f"{curve.label}, evaluation actors")):
+        for key, line, label in ((training, "-", curve.label), (EVALUATION, ":", f"{curve.label}, evaluation actors")):
             rows = [r for r in curve.rows if not math.isnan(r.get(key, math.nan))]
             if rows:
                 returns = [r[key] for r in rows]
@@ -121,7 +124,8 @@ def draw(curves: Sequence[Curve], png: Path, title: str, references: Sequence[Re
             by_frames.plot([f / 1e6 for f, _ in points], [v for _, v in points], "--", marker=marker,
                            color="dimgrey", lw=0.8, markersize=6, markerfacecolor="white", label=ref.name)
     unit = "frames" if counts_frames(curves) else "env steps"
-    by_frames.set(xlabel=f"{unit} (M)", ylabel="mean return, last 100 episodes", title=title)
+    by_frames.set(xlabel=f"{unit} (M)", ylabel=f"mean return, last {EPISODES[training]} episodes",
+                  title=title)
     if x_max:
         by_frames.set(xlim=(0, x_max / 1e6 * 1.02))
     by_time.set(xlabel="wall time (minutes, on the CPU named)", title="against wall time")

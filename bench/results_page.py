@@ -36,6 +36,7 @@ class TaskResult:
     command: str
     picture: str
     references: tuple[Reference, ...]
+    episodes: int = 100  # the training return read: the mean over the last this many episodes
 
 
 def _value(v: float) -> str:
@@ -57,7 +58,8 @@ def learning_table(results: list[TaskResult]) -> list[str]:
              "wall min per seed | median frames/s per seed | CPU | command (commits) | curves |", "|---" * 9 + "|"]
     for r in results:
         marks = " / ".join(_mark(m) for m in r.marks)
-        ours = f"**{' / '.join(map(_value, r.means))}** at {marks}"
+        ours = f"**{' / '.join(map(_value, r.means))}** at {marks}" + (
+            f", return({r.episodes})" if r.episodes != 100 else "")
         ref = strongest_reference(r.references, r.marks)
         theirs = f"{' / '.join(_value(ref.returns.get(m, math.nan)) for m in r.marks)} ({ref.name})" if ref else "-"
         walls = ", ".join(f"{w:.0f}" for w in r.wall_min)

@@ -358,3 +358,19 @@ def test_a_record_from_before_a_flag_states_what_the_run_did_without_it():
     assert differences([{"flags": {"torso": "impala_shallow", "sync_acting": True}}], today) == "today's defaults"
     assert differences([{"flags": {"torso": "impala_shallow"}}], today, ["--no-sync-acting"]) == "`--no-sync-acting`"
     assert differences([{"flags": {"torso": "nature"}}], {"torso": "impala_shallow"}) == "`--torso nature`"
+
+
+def test_a_case_reading_the_last_20_episodes_reads_and_names_that_column(tmp_path):
+    runs = tmp_path / "runs"
+    logdir = runs / "halfcheetah-sac" / "seed0"
+    logdir.mkdir(parents=True)
+    (logdir / "progress.csv").write_text(
+        "elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,episodes,mean_return_last_20\n"
+        "1800,100000,100000,60,2800.0,100,5100.0\n3600,300000,300000,60,6000.0,300,7600.0\n")
+    (logdir / "summary.json").write_text(json.dumps({"frames": 300_000, "wall_s": 3600, "stop_reason": "max_frames"}))
+    text = report_text(tmp_path, runs, ["halfcheetah-sac"])
+    assert "| run | return(20) at 0.1M | return(20) at 0.3M |" in text
+    assert "| seed 0 | 5100.0 | 7600.0 | 0.30M | 60 | max_frames |" in text  # not the last 100's 2800 and 6000
+    head = text.split(HEAD_BEGIN)[1].split(HEAD_END)[0]
+    assert "| **5100.0 / 7600.0** at 0.1M / 0.3M, return(20) |" in head
+    assert CASES["pong"].returns != CASES["halfcheetah-sac"].returns  # Atari keeps the last 100
