@@ -212,8 +212,7 @@ class CheckpointStore:
             check(state)
             try:
                 load_variables(path, objects)
-                saved = [name for name in TRAINER_STATE_NAMES if name in state["files"]]
-                arrays = _read_arrays(path / saved[0]) if saved else None
+                arrays = _trainer_arrays(path, state)
             except (tf.errors.OpError, AssertionError, OSError, ValueError) as error:
                 log.warning("skipping checkpoint %s: %s", path, str(error).splitlines()[0])
                 continue
@@ -235,6 +234,17 @@ def _read_state(path: Path) -> dict:
 def _read_arrays(path: Path) -> dict[str, np.ndarray]:
     with np.load(path) as data:  # zip entries are CRC-checked as they are read
         return {key: data[key] for key in data.files}
+
+
+def _trainer_arrays(path: Path, state: dict) -> dict[str, np.ndarray] | None:
+    saved = [name for name in TRAINER_STATE_NAMES if name in state["files"]]
+    return _read_arrays(path / saved[0]) if saved else None
+
+
+def read_trainer_arrays(checkpoint: Path) -> dict[str, np.ndarray] | None:
+    """The trainer's arrays one checkpoint kept (a replay, with --checkpoint-replay), after the
+    checks a restore makes; None if it kept none."""
+    return _trainer_arrays(checkpoint, _read_state(checkpoint))
 
 
 def read_setup(checkpoint: Path) -> RunSetup:

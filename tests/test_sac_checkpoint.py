@@ -36,10 +36,10 @@ class Steps:
         self.losses.append(losses)
 
 
-def build(logdir):
+def build(logdir, flags: tuple[str, ...] = FLAGS):
     """SAC's agent, replay trainer (its thread not started), normalisation and checkpoints."""
     algo = ALGORITHMS["sac"]
-    args = build_parser("learner", "sac", ENV).parse_args(["--env", ENV, "--logdir", str(logdir), *FLAGS])
+    args = build_parser("learner", "sac", ENV).parse_args(["--env", ENV, "--logdir", str(logdir), *flags])
     config, sac, network = from_flags(LearnerConfig, args), from_flags(SACConfig, args), from_flags(NetworkConfig, args)
     env_config, _ = env_config_for(config)
     spec = EnvSpec.from_proto(env_config)

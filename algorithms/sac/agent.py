@@ -197,21 +197,30 @@ class SACAgent(tf.Module):
         discounts = self.config.discount * (1.0 - tf.cast(batch.terminated[:, 1], tf.float32))
         return obs, batch.action[:, 0], tf.cast(batch.reward[:, 1], tf.float32), discounts, next_obs, mask, noise
 
+    def q_values(self, obs: tf.Tensor, actions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """(Q_1(x, a), Q_2(x, a)) of the online critics, actions in env units; [B] each."""
+        scaled = self._scaled(actions)
+        return self.critics[0](obs, scaled), self.critics[1](obs, scaled)
+
+    def soft_targets(self, rewards: tf.Tensor, discounts: tf.Tensor, next_obs: tf.Tensor,
+                     next_noise: tf.Tensor) -> tf.Tensor:
+        """The critics' targets y (loss.py) with a' = the actor's sample at x' under `next_noise`, [B]."""
+        next_mean, next_log_std = self.actor(next_obs)
+        next_actions, next_log_prob = squashed_sample(next_mean, next_log_std, next_noise, self.center,
+                                                      self.half_range)
+        next_scaled = self._scaled(next_actions)
+        return critic_targets(rewards, discounts, self.targets[0](next_obs, next_scaled),
+                              self.targets[1](next_obs, next_scaled), next_log_prob, tf.exp(self.log_alpha))
+
     def _shard_critic_gradients(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> tuple[list, dict]:
         """The critics' gradients and metrics of update k on one device's shard of transitions."""
         obs, actions, rewards, discounts, next_obs, mask, noise = self._transitions(batch, noise, k)
-        alpha = tf.exp(self.log_alpha)
-        next_mean, next_log_std = self.actor(next_obs)
-        next_actions, next_log_prob = squashed_sample(next_mean, next_log_std, noise[:, 0], self.center,
-                                                      self.half_range)
-        next_scaled = self._scaled(next_actions)
-        targets = critic_targets(rewards, discounts, self.targets[0](next_obs, next_scaled),
-                                 self.targets[1](next_obs, next_scaled), next_log_prob, alpha)
+        targets = self.soft_targets(rewards, discounts, next_obs, noise[:, 0])
         with tf.GradientTape() as tape:
-            q1, q2 = (critic(obs, self._scaled(actions)) for critic in self.critics)
+            q1, q2 = self.q_values(obs, actions)
             loss_critic = critic_loss(q1, q2, targets, mask)
-        metrics = {"loss/critic": loss_critic, "sac/alpha": alpha, "sac/q": masked_mean(0.5 * (q1 + q2), mask),
-                   "sac/target": masked_mean(targets, mask)}
+        metrics = {"loss/critic": loss_critic, "sac/alpha": tf.exp(self.log_alpha),
+                   "sac/q": masked_mean(0.5 * (q1 + q2), mask), "sac/target": masked_mean(targets, mask)}
         return tape.gradient(loss_critic, self.critic_variables), metrics
 
     def _shard_actor_gradients(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> tuple[list, list, dict]:
