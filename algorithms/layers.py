@@ -1,6 +1,6 @@
 """The dense layer and its two initialisations: orthogonal with a gain per layer (every network's
 default), or PyTorch's nn.Linear default (`fan_in_uniform`), which CleanRL's and stable-baselines3's
-SAC start from."""
+SAC start from; and layer normalisation."""
 
 from __future__ import annotations
 
@@ -45,3 +45,25 @@ class Linear(tf.Module):
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         return tf.matmul(x, tf.cast(self.w, x.dtype)) + tf.cast(self.b, x.dtype)
+
+
+class LayerNorm(tf.Module):
+    """Layer normalisation over the last axis (Ba, Kiros and Hinton, 2016):
+
+        y = (x - mean(x)) / sqrt(var(x) + epsilon) * scale + offset,
+
+    mean and (biased) variance over the features of each row; scale starts at 1, offset at 0,
+    epsilon is PyTorch's nn.LayerNorm default. Each row's output is bounded by sqrt(n) |scale| +
+    |offset| whatever the input's size, which is why critics normalised this way cannot
+    extrapolate without bound to inputs far outside their data."""
+
+    EPSILON = 1e-5
+
+    def __init__(self, size: int, name=None):
+        super().__init__(name=name)
+        self.scale = tf.Variable(np.ones(size, np.float32), name="scale")
+        self.offset = tf.Variable(np.zeros(size, np.float32), name="offset")
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        return (x - mean) * tf.math.rsqrt(variance + self.EPSILON) * self.scale + self.offset

@@ -18,7 +18,7 @@ import tensorflow as tf
 from seedfleet.actions import BOX, DISCRETE, ActionSpec
 from seedfleet.algorithms.distributions import Categorical, DiagGaussian
 from seedfleet.algorithms.image_torsos import ConvTorso, PoolTorso
-from seedfleet.algorithms.layers import DENSE_INITS, Linear
+from seedfleet.algorithms.layers import DENSE_INITS, LayerNorm, Linear
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.errors import UsageError
 
@@ -30,7 +30,11 @@ ACTIVATIONS = {"relu": tf.nn.relu, "tanh": tf.tanh}
 
 
 class MLPTorso(tf.Module):
-    def __init__(self, n_in: int, sizes: tuple[int, ...], rng, activation: str = "relu", init: str = "orthogonal"):
+    """Dense layers, each followed by the activation; with `layer_norm`, by layer normalisation
+    and then the activation."""
+
+    def __init__(self, n_in: int, sizes: tuple[int, ...], rng, activation: str = "relu", init: str = "orthogonal",
+                 layer_norm: bool = False):
         super().__init__()
         if activation not in ACTIVATIONS:
             raise UsageError(f"--activation {activation!r}: choose from {', '.join(ACTIVATIONS)}")
@@ -38,13 +42,16 @@ class MLPTorso(tf.Module):
             raise UsageError(f"--dense-init {init!r}: choose from {', '.join(DENSE_INITS)}")
         dims = (n_in, *sizes)
         self.layers = [Linear(a, b, np.sqrt(2), rng, init=init) for a, b in zip(dims[:-1], dims[1:], strict=True)]
+        # None, not an empty list, without it: checkpoints of torsos without it keep their layout
+        self.norms = [LayerNorm(size) for size in sizes] if layer_norm else None
         self.activation = ACTIVATIONS[activation]
         self.out_size = dims[-1]
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         x = tf.cast(x, tf.float32)
-        for layer in self.layers:
-            x = self.activation(layer(x))
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            x = self.activation(self.norms[i](x) if self.norms else x)
         return x
 
 

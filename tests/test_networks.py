@@ -191,3 +191,32 @@ def test_fan_in_uniform_init_draws_weights_and_biases_within_torch_bounds():
     assert not orthogonal.layers[0].b.numpy().any()
     with pytest.raises(UsageError, match="--dense-init"):
         MLPTorso(17, (8,), np.random.default_rng(0), init="xavier")
+
+
+def test_a_layer_normalised_mlp_torso_is_the_equations_and_stays_bounded_far_outside_its_inputs():
+    """With layer_norm each hidden layer is dense, then (x - mean) / sqrt(var + 1e-5) * scale +
+    offset over the row's features, then ReLU: checked against a NumPy loop over rows. Inputs 1e4
+    times larger leave a normalised torso's output as bounded as ever; a plain one's grows with them."""
+    from seedfleet.algorithms.networks import MLPTorso
+
+    torso = MLPTorso(5, (16, 8), np.random.default_rng(1), layer_norm=True)
+    for norm in torso.norms:  # away from scale 1, offset 0, so both enter the check
+        norm.scale.assign(np.linspace(0.5, 1.5, norm.scale.shape[0]).astype(np.float32))
+        norm.offset.assign(np.linspace(-0.2, 0.2, norm.offset.shape[0]).astype(np.float32))
+    x = np.random.default_rng(2).normal(size=(4, 5)).astype(np.float32)
+    expected = []
+    for row in x:
+        h = row.astype(np.float64)
+        for layer, norm in zip(torso.layers, torso.norms, strict=True):
+            h = h @ layer.w.numpy() + layer.b.numpy()
+            mean = sum(h) / len(h)
+            variance = sum((v - mean) ** 2 for v in h) / len(h)
+            h = (h - mean) / np.sqrt(variance + 1e-5) * norm.scale.numpy() + norm.offset.numpy()
+            h = np.maximum(h, 0.0)
+        expected.append(h)
+    np.testing.assert_allclose(torso(x).numpy(), np.array(expected), rtol=1e-4, atol=1e-5)
+    bound = np.sqrt(8) * 1.5 + 0.2  # sqrt(n) |scale| + |offset| per row
+    assert np.linalg.norm(torso(1e4 * x).numpy(), axis=-1).max() <= bound
+    plain = MLPTorso(5, (16, 8), np.random.default_rng(1))
+    assert plain.norms is None
+    assert np.linalg.norm(plain(1e4 * x).numpy(), axis=-1).max() > 1e3

@@ -278,3 +278,20 @@ def test_the_actor_steps_against_the_critics_before_or_after_their_step_as_asked
     seen, unseen = (critics_after, critics_before) if after else (critics_before, critics_after)
     assert agrees(actor_gradients(seen))
     assert not agrees(actor_gradients(unseen))
+
+
+def test_layer_normalised_critics_train_and_checkpoint_their_norms():
+    """`critic_layer_norm`: the critics and their targets carry a norm per hidden layer, which the
+    critics' step moves and the targets follow by Polyak averaging; the actor has none."""
+    agent = sac_agent(critic_layer_norm=True, tau=0.5)
+    assert agent.actor.torso.norms is None
+    assert all(len(critic.torso.norms) == 2 for critic in (*agent.critics, *agent.targets))
+    scale = agent.critics[0].torso.norms[0].scale
+    assert any(v is scale for v in agent.critic_variables)
+    before = scale.numpy().copy()
+    rng = np.random.default_rng(0)
+    batch = transitions(rng, agent.batch_size)
+    agent.learn(batch)
+    assert not np.array_equal(scale.numpy(), before)
+    target_scale = agent.targets[0].torso.norms[0].scale.numpy()
+    np.testing.assert_allclose(target_scale, 0.5 * scale.numpy() + 0.5 * before, rtol=1e-6)

@@ -66,10 +66,11 @@ class SquashedGaussianActor(tf.Module):
 class Critic(tf.Module):
     """(observations, actions scaled to [-1, 1]) -> Q, [B]."""
 
-    def __init__(self, network: NetworkConfig, obs_size: int, action_size: int, rng: np.random.Generator):
+    def __init__(self, network: NetworkConfig, obs_size: int, action_size: int, rng: np.random.Generator,
+                 layer_norm: bool):
         super().__init__()
         self.torso = MLPTorso(obs_size + action_size, tuple(network.mlp_sizes), rng, network.activation,
-                              network.dense_init)
+                              network.dense_init, layer_norm)
         self.head = Linear(self.torso.out_size, 1, 1.0, rng, init=network.dense_init)
 
     def __call__(self, obs: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
@@ -97,8 +98,9 @@ class SACAgent(tf.Module):
         obs_size, size = env.obs_shape[0], env.actions.size
         with self.devices.scope():
             self.actor = SquashedGaussianActor(network, obs_size, size, rng)
-            self.critics = [Critic(network, obs_size, size, rng) for _ in range(2)]
-            self.targets = [Critic(network, obs_size, size, rng) for _ in range(2)]
+            norm = config.critic_layer_norm
+            self.critics = [Critic(network, obs_size, size, rng, norm) for _ in range(2)]
+            self.targets = [Critic(network, obs_size, size, rng, norm) for _ in range(2)]
             self.log_alpha = tf.Variable(np.log(config.initial_alpha), dtype=tf.float32, name="log_alpha")
             self.critic_variables = [v for critic in self.critics for v in critic.trainable_variables]
             self.target_variables = [v for critic in self.targets for v in critic.trainable_variables]

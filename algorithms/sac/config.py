@@ -35,6 +35,10 @@ class SACConfig:
     # left them (CleanRL's, jaxrl's and stable-baselines3's order); false, all three losses
     # against the critics before it, and the steps made together.
     actor_after_critics: bool = False  # the actor steps against the critics their step just left
+    # Layer normalisation before each of the critics' hidden activations (RLPD's critics, Ball et
+    # al., 2023): a critic's value stays bounded on inputs far outside its data, where a plain
+    # ReLU critic extrapolates linearly and its bootstrapped targets can run away.
+    critic_layer_norm: bool = False  # the critics normalise each hidden layer before its activation
 
 
 # Box actions on any env family: CleanRL's networks (256-256 ReLU MLPs for the actor and each
