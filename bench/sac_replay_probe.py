@@ -16,6 +16,10 @@ observation component asked for.
 Critics that have diverged read far above r / (1 - gamma) everywhere while their TD error stays
 small: the values agree with themselves, not with the rewards. A segment whose observation
 components leave the range of the earlier ones shows the states the critics extrapolate to.
+
+`--sweep I V1 V2 ...` then sets observation component I to each value in turn on a uniform
+sample of the replay's transitions (actions as stored) and prints the critics' mean Q there: how
+the critics extrapolate along one component, e.g. an unbounded angle.
 """
 
 from __future__ import annotations
@@ -74,12 +78,30 @@ def segment_rows(agent: SACAgent, items: dict[str, np.ndarray], segments: int, o
     return rows
 
 
+def sweep_rows(agent: SACAgent, items: dict[str, np.ndarray], index: int, values: tuple[float, ...],
+               sample: int = 2000, seed: int = 0) -> list[tuple[float, float, float]]:
+    """(value, mean Q_1, mean Q_2) with observation component `index` set to each value on up to
+    `sample` transitions drawn uniformly from `items`, their stored actions kept."""
+    rng = np.random.default_rng(seed)
+    chosen = rng.choice(len(items["reward"]), min(sample, len(items["reward"])), replace=False)
+    obs = items["observation"][chosen, 0].astype(np.float32)
+    actions = tf.constant(items["action"][chosen, 0], tf.float32)
+    rows = []
+    for value in values:
+        obs[:, index] = value
+        q1, q2 = agent.q_values(tf.constant(obs), actions)
+        rows.append((value, float(np.mean(q1)), float(np.mean(q2))))
+    return rows
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m seedfleet.bench.sac_replay_probe",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path, help="a SAC checkpoint with its replay, or a log dir (its newest)")
     parser.add_argument("--segments", type=int, default=10, help="equal parts of the replay, oldest first")
     parser.add_argument("--obs-index", type=int, nargs="*", default=(), help="observation components to summarise")
+    parser.add_argument("--sweep", type=float, nargs="+", metavar=("I", "V"),
+                        help="observation component I set to each value V on sampled replay transitions")
     args = parser.parse_args(argv)
     policy = load_policy(args.checkpoint)
     if not isinstance(policy.agent, SACAgent):
@@ -91,8 +113,11 @@ def main(argv: list[str]) -> int:
         raise UsageError("--segments must be at least 1")
     items = replay_in_order(arrays)
     size = items["observation"].shape[-1]
-    if any(not 0 <= i < size for i in args.obs_index):
-        raise UsageError(f"--obs-index takes 0 to {size - 1}")
+    swept = [int(args.sweep[0])] if args.sweep else []
+    if args.sweep and (len(args.sweep) < 2 or args.sweep[0] != swept[0]):
+        raise UsageError("--sweep takes a component's index, then one value or more")
+    if any(not 0 <= i < size for i in (*args.obs_index, *swept)):
+        raise UsageError(f"--obs-index and --sweep take components 0 to {size - 1}")
     rows = segment_rows(policy.agent, items, args.segments, tuple(args.obs_index))
     alpha = float(np.exp(policy.agent.log_alpha.numpy()))
     print(f"{policy.checkpoint}: {len(items['reward']):,} transitions in replay, alpha {alpha:.4g}")
@@ -100,6 +125,10 @@ def main(argv: list[str]) -> int:
     print(" | ".join(keys))
     for row in rows:
         print(" | ".join(f"{row[k]:d}" if isinstance(row[k], int) else f"{row[k]:.2f}" for k in keys))
+    if swept:
+        print(f"obs[{swept[0]}] | q1 | q2")
+        for value, q1, q2 in sweep_rows(policy.agent, items, swept[0], tuple(args.sweep[1:])):
+            print(f"{value:g} | {q1:.2f} | {q2:.2f}")
     return 0
 
 

@@ -7,7 +7,7 @@ import pytest
 from in_process import train
 from test_sac_checkpoint import FLAGS, build
 
-from seedfleet.bench.sac_replay_probe import main, replay_in_order, segment_rows
+from seedfleet.bench.sac_replay_probe import main, replay_in_order, segment_rows, sweep_rows
 from seedfleet.errors import UsageError
 from seedfleet.server.checkpoint import read_trainer_arrays
 from seedfleet.server.saved_policy import load_policy
@@ -78,11 +78,23 @@ def test_the_probe_reads_the_replay_oldest_first_and_its_values_are_the_equation
         assert row["worth"] == pytest.approx(row["reward"] / (1.0 - policy.agent.config.discount))
         assert row["obs[1] |max|"] >= abs(row["obs[1] mean"])
 
-    assert main([str(tmp_path), "--segments", "2", "--obs-index", "0"]) == 0
+    swept = sweep_rows(policy.agent, items, 2, (-8.0, 0.5), sample=10**6)  # the whole replay
+    for value, q1, q2 in swept:
+        obs = items["observation"][:, 0].astype(np.float64)
+        obs[:, 2] = value
+        critics = policy.agent.critics
+        scaled = (items["action"][:, 0] - policy.agent.center.numpy()) / policy.agent.half_range.numpy()
+        for got, critic in ((q1, critics[0]), (q2, critics[1])):
+            assert got == pytest.approx(mlp(critic.torso.layers, critic.head, np.c_[obs, scaled]).mean(), rel=1e-4)
+
+    assert main([str(tmp_path), "--segments", "2", "--obs-index", "0", "--sweep", "2", "-8", "0.5"]) == 0
     out = capsys.readouterr().out
     assert f"{trainer.inserted:,} transitions in replay" in out and "td_rms" in out and "obs[0] mean" in out
-    with pytest.raises(UsageError, match="--obs-index takes 0 to 2"):
+    assert "obs[2] | q1 | q2" in out and f"-8 | {swept[0][1]:.2f} | {swept[0][2]:.2f}" in out
+    with pytest.raises(UsageError, match="components 0 to 2"):
         main([str(tmp_path), "--obs-index", "3"])
+    with pytest.raises(UsageError, match="then one value or more"):
+        main([str(tmp_path), "--sweep", "1.5", "2"])
 
 
 def test_a_replay_that_wrapped_round_is_read_from_its_oldest_item():
