@@ -36,6 +36,14 @@ def _fake_run(logdir, rows, summary):
     (logdir / "summary.json").write_text(json.dumps(summary))
 
 
+def _progress(logdir, extra_column: str, rows: list[str], summary: dict) -> None:
+    """A finished run whose progress.csv has one more return column after the usual ones."""
+    logdir.mkdir(parents=True)
+    header = f"elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,episodes,{extra_column}"
+    (logdir / "progress.csv").write_text("\n".join([header, *rows]) + "\n")
+    (logdir / "summary.json").write_text(json.dumps({**summary, "stop_reason": "max_frames"}))
+
+
 def report_text(tmp_path, runs, names, **kwargs) -> str:
     """The learn section `report` writes for `names` from the runs under `runs`."""
     md = tmp_path / "BENCHMARKS.md"
@@ -73,12 +81,9 @@ def test_report_writes_tables_and_plots_between_the_markers(tmp_path):
 
 def test_runs_with_evaluation_actors_get_a_row_of_their_own(tmp_path):
     runs = tmp_path / "runs"
-    logdir = runs / "minatar-breakout-r2d2" / "seed0"
-    logdir.mkdir(parents=True)
-    (logdir / "progress.csv").write_text(
-        "elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,episodes,mean_eval_return_last_100\n"
-        "60,900000,900000,3000,2.0,10,3.5\n300,2400000,2400000,3000,6.0,90,11.0\n600,5000000,5000000,3000,9.0,200,14.0\n")
-    (logdir / "summary.json").write_text(json.dumps({"frames": 5_000_000, "wall_s": 600, "stop_reason": "max_frames"}))
+    _progress(runs / "minatar-breakout-r2d2" / "seed0", "mean_eval_return_last_100",
+              ["60,900000,900000,3000,2.0,10,3.5", "300,2400000,2400000,3000,6.0,90,11.0",
+               "600,5000000,5000000,3000,9.0,200,14.0"], {"frames": 5_000_000, "wall_s": 600})
     text = report_text(tmp_path, runs, ["minatar-breakout-r2d2"])
     assert "| seed 0 | 2.0 | 6.0 | 9.0 | 5.00M | 10 | max_frames |" in text
     assert "| seed 0, evaluation actors | 3.5 | 11.0 | 14.0 | 5.00M | 10 | max_frames |" in text
@@ -362,12 +367,9 @@ def test_a_record_from_before_a_flag_states_what_the_run_did_without_it():
 
 def test_a_case_reading_the_last_20_episodes_reads_and_names_that_column(tmp_path):
     runs = tmp_path / "runs"
-    logdir = runs / "halfcheetah-sac" / "seed0"
-    logdir.mkdir(parents=True)
-    (logdir / "progress.csv").write_text(
-        "elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,episodes,mean_return_last_20\n"
-        "1800,100000,100000,60,2800.0,100,5100.0\n3600,300000,300000,60,6000.0,300,7600.0\n")
-    (logdir / "summary.json").write_text(json.dumps({"frames": 300_000, "wall_s": 3600, "stop_reason": "max_frames"}))
+    _progress(runs / "halfcheetah-sac" / "seed0", "mean_return_last_20",
+              ["1800,100000,100000,60,2800.0,100,5100.0", "3600,300000,300000,60,6000.0,300,7600.0"],
+              {"frames": 300_000, "wall_s": 3600})
     text = report_text(tmp_path, runs, ["halfcheetah-sac"])
     assert "| run | return(20) at 0.1M | return(20) at 0.3M |" in text
     assert "| seed 0 | 5100.0 | 7600.0 | 0.30M | 60 | max_frames |" in text  # not the last 100's 2800 and 6000
