@@ -53,9 +53,10 @@ class LayerNorm(tf.Module):
         y = (x - mean(x)) / sqrt(var(x) + epsilon) * scale + offset,
 
     mean and (biased) variance over the features of each row; scale starts at 1, offset at 0,
-    epsilon is PyTorch's nn.LayerNorm default. Each row's output is bounded by sqrt(n) |scale| +
-    |offset| whatever the input's size, which is why critics normalised this way cannot
-    extrapolate without bound to inputs far outside their data."""
+    epsilon is PyTorch's nn.LayerNorm default. The normalised row has norm at most sqrt(n), so the
+    output's norm is at most sqrt(n) max|scale| + ||offset|| whatever the input's size, which is
+    why critics normalised this way cannot extrapolate without bound to inputs far outside their
+    data."""
 
     EPSILON = 1e-5
 
