@@ -15,9 +15,9 @@ phase's m + h erf(e_t / sqrt 2), uniform on the bounds since erf(e / sqrt 2) = 2
 With c = 0 both are the references' white draws. Learning draws its own independent noise:
 replay is off-policy, and the noise only picks the data.
 
-Replay (algorithms/replay_trainer.py) keeps single transitions, two rows each, and `learn`
-takes `updates_per_call` gradient steps of each part in one compiled call, each on its own
-uniform batch of them.
+Replay (algorithms/replay_trainer.py) keeps one sequence of `n_step` transitions (n + 1 rows)
+starting at every env step, and `learn` takes `updates_per_call` gradient steps of each part
+in one compiled call, each on its own uniform batch of them.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from seedfleet.algorithms.sac.loss import (
     critic_loss,
     critic_targets,
     masked_mean,
+    n_step_returns,
     polyak_update,
     squashed_sample,
     temperature_loss,
@@ -84,8 +85,9 @@ class SACAgent(tf.Module):
             raise UsageError(f"--algo sac acts in Box actions, not {env.actions.describe()}")
         if len(env.obs_shape) != 1:
             raise UsageError(f"--algo sac takes vector observations, got shape {env.obs_shape}")
-        if config.batch_size < 1 or config.replay_ratio <= 0 or config.updates_per_call < 1:
-            raise UsageError("--batch-size and --updates-per-call must be at least 1 and --replay-ratio above 0")
+        if config.batch_size < 1 or config.replay_ratio <= 0 or config.updates_per_call < 1 or config.n_step < 1:
+            raise UsageError("--batch-size, --updates-per-call and --n-step must be at least 1 "
+                             "and --replay-ratio above 0")
         if not 0.0 <= config.exploration_correlation < 1.0:
             raise UsageError(f"--exploration-correlation must be in [0, 1), got {config.exploration_correlation}")
         self.config = config
@@ -110,7 +112,8 @@ class SACAgent(tf.Module):
             self.alpha_optimizer = optim.Optimizer("adam", [self.log_alpha], config.q_learning_rate, ADAM_EPSILON)
         for target, online in zip(self.target_variables, self.critic_variables, strict=True):
             target.assign(online)
-        self.layout = SequenceLayout(1)  # one transition: rows x_t and x_{t+1}
+        # rows x_t .. x_{t+n}; consecutive sequences of an env share n rows, so one starts at each step
+        self.layout = SequenceLayout(config.n_step, overlap=config.n_step)
         self.updates = config.updates_per_call
         self.batch_size = config.batch_size * self.updates  # transitions per learner step, from replay
         self.extras_spec: dict = {}
@@ -177,7 +180,7 @@ class SACAgent(tf.Module):
 
     def learn(self, batch: Unroll, weights: np.ndarray | None = None) -> dict:
         """`updates_per_call` updates of the critics, the actor and the temperature, one after
-        the other, each on its own `batch_size` of the transitions (batch-major, two rows each)
+        the other, each on its own `batch_size` of the sequences (batch-major, n + 1 rows each)
         and shared out over the training devices; uniform replay, so `weights` are all 1 and
         the priorities it returns too. The metrics are the updates' means, and "skipped_steps"
         counts the updates a non-finite gradient left out."""
@@ -192,12 +195,14 @@ class SACAgent(tf.Module):
         return {**out, "priorities": tf.ones(self.batch_size)}
 
     def _transitions(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> tuple:
-        """Update k's transitions on one device's shard: (x, a, r, gamma_t, x', mask, noise)."""
+        """Update k's sequences on one device's shard: (x_0, a_0, G, gamma_t, x_m, mask, noise)
+        (loss.py, `n_step_returns`)."""
         batch, noise = batch.map(lambda rows: tf.gather(rows, k, axis=1)), tf.gather(noise, k, axis=1)
-        obs, next_obs = tf.cast(batch.observation[:, 0], tf.float32), tf.cast(batch.observation[:, 1], tf.float32)
-        mask = 1.0 - tf.cast(batch.first[:, 1], tf.float32)  # the step into a reset observation is no transition
-        discounts = self.config.discount * (1.0 - tf.cast(batch.terminated[:, 1], tf.float32))
-        return obs, batch.action[:, 0], tf.cast(batch.reward[:, 1], tf.float32), discounts, next_obs, mask, noise
+        returns, discounts, last, mask = n_step_returns(tf.cast(batch.reward[:, 1:], tf.float32), batch.first[:, 1:],
+                                                        batch.terminated, self.config.discount)
+        obs = tf.cast(batch.observation[:, 0], tf.float32)
+        bootstrap_obs = tf.cast(tf.gather(batch.observation, last, batch_dims=1), tf.float32)
+        return obs, batch.action[:, 0], returns, discounts, bootstrap_obs, mask, noise
 
     def q_values(self, obs: tf.Tensor, actions: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """(Q_1(x, a), Q_2(x, a)) of the online critics, actions in env units; [B] each."""
@@ -206,7 +211,8 @@ class SACAgent(tf.Module):
 
     def soft_targets(self, rewards: tf.Tensor, discounts: tf.Tensor, next_obs: tf.Tensor,
                      next_noise: tf.Tensor) -> tf.Tensor:
-        """The critics' targets y (loss.py) with a' = the actor's sample at x' under `next_noise`, [B]."""
+        """The critics' targets y (loss.py) with a' = the actor's sample at x_m (`next_obs`) under
+        `next_noise`, [B]."""
         next_mean, next_log_std = self.actor(next_obs)
         next_actions, next_log_prob = squashed_sample(next_mean, next_log_std, next_noise, self.center,
                                                       self.half_range)

@@ -30,6 +30,10 @@ class SACConfig:
     # e_t = c e_{t-1} + sqrt(1 - c^2) z_t. 0: white noise, the references' default; near 1 the noise
     # drifts for about 1 / (1 - c) steps, which sparse rewards such as MountainCarContinuous's need.
     exploration_correlation: float = 0.0
+    # Steps summed in a critic's target (n-step returns, loss.py): y = r_1 + ... + gamma^(m-1) r_m
+    # + gamma^m (soft value at x_m), m = n or fewer where the episode ends first. Replay then holds
+    # sequences of n + 1 rows, one starting at every env step. 1: SAC's one-step target.
+    n_step: int = 1
     checkpoint_replay: bool = False  # checkpoints hold the replay too
     # Within an update: true, the actor's loss is taken against the critics as their own step
     # left them (CleanRL's, jaxrl's and stable-baselines3's order); false, all three losses

@@ -1,6 +1,6 @@
 """Soft actor-critic's equations (Haarnoja et al., 2018, "Soft Actor-Critic Algorithms and
 Applications": twin critics, a tanh-squashed Gaussian actor, a temperature tuned to a
-target entropy), each as one function on a batch of single transitions (x, a, r, x').
+target entropy), each as one function on a batch of replayed sequences.
 
 The actor. With u ~ N(mean(x), std(x)^2) and the env's bounds [low, high] per dimension,
 centre c = (high + low) / 2 and half-range s = (high - low) / 2,
@@ -15,11 +15,19 @@ The density of a follows by the change of variables, dimension by dimension
 with log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)), which stays finite where
 tanh(u) rounds to +-1 in float32 (SAC's reference code adds 1e-6 inside the log instead).
 
-The targets, for a transition that is real (not the step into a reset observation, which
-carries no loss) and gamma_t = gamma, or 0 where x' is terminal (a time-limit truncation
-bootstraps):
+The targets, from a replayed sequence x_0, a_0, r_1, x_1, ..., r_n, x_n (row k holds r_k,
+the reward of the step into x_k). Step k counts while x_1..x_k are all in x_0's episode
+(alive_k: none of them a reset observation; a termination or truncation at x_j makes x_{j+1}
+one); m = sum_k alive_k steps count, and with m = 0 (the step into a reset observation) the
+sequence carries no loss. Then
 
-    y = r + gamma_t ( min(Q'_1, Q'_2)(x', a') - alpha log pi(a'|x') ),   a' ~ pi(.|x'),
+    G = sum_{k=1..m} gamma^(k-1) r_k,   gamma_t = gamma^m, or 0 where x_m is terminal,
+    y = G + gamma_t ( min(Q'_1, Q'_2)(x_m, a') - alpha log pi(a'|x_m) ),   a' ~ pi(.|x_m),
+
+so a time-limit truncation bootstraps from the last real observation. n = 1 is SAC's own
+one-step target, y = r_1 + gamma_t (...)(x_1). With n > 1 (n-step returns) the rewards of the
+steps between come from the behaviour policy, uncorrected, and only the last state's entropy
+enters, as in SAC's n-step variants (e.g. Acme's).
 
 Q'_i the target critics. The losses, means over the batch (cut transitions weigh 0):
 
@@ -68,9 +76,24 @@ def masked_mean(x: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     return tf.reduce_sum(mask * x) / tf.cast(tf.size(x), x.dtype)
 
 
+def n_step_returns(rewards: tf.Tensor, first: tf.Tensor, terminated: tf.Tensor, discount: float
+                   ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(G, gamma_t, m, mask) of the module docstring from rows 1..n of the rewards and
+    `first`, [B, n] each, and rows 0..n of `terminated`, [B, n + 1]; m is an int32 index of
+    the row to bootstrap from, and mask = alive_1 (1.0 or 0.0)."""
+    n = rewards.shape[1]
+    alive = tf.math.cumprod(1.0 - tf.cast(first, rewards.dtype), axis=1)
+    powers = tf.pow(tf.constant(discount, rewards.dtype), tf.range(n, dtype=rewards.dtype))
+    returns = tf.reduce_sum(alive * powers * rewards, axis=1)
+    last = tf.cast(tf.reduce_sum(alive, axis=1), tf.int32)
+    ended = tf.cast(tf.gather(terminated, last, batch_dims=1), rewards.dtype)
+    discounts = tf.pow(tf.constant(discount, rewards.dtype), tf.cast(last, rewards.dtype)) * (1.0 - ended)
+    return returns, discounts, last, alive[:, 0]
+
+
 def critic_targets(rewards: tf.Tensor, discounts: tf.Tensor, next_q1: tf.Tensor, next_q2: tf.Tensor,
                    next_log_prob: tf.Tensor, alpha: tf.Tensor) -> tf.Tensor:
-    """y = r + gamma_t (min(Q'_1, Q'_2)(x', a') - alpha log pi(a'|x')), held constant."""
+    """y = G + gamma_t (min(Q'_1, Q'_2)(x_m, a') - alpha log pi(a'|x_m)), held constant."""
     soft_value = tf.minimum(next_q1, next_q2) - alpha * next_log_prob
     return tf.stop_gradient(rewards + discounts * soft_value)
 
