@@ -6,9 +6,10 @@ Reads a checkpoint written with --checkpoint-replay (the one named, or a log dir
 rebuilds its agent as `seedfleet eval` does, and cuts the replay, in the order it was filled,
 into equal segments. For each segment's real transitions (x, a, r, x') it prints the mean
 reward r, r / (1 - gamma) (what a return of r at every step is worth), the online critics'
-mean Q_1(x, a) and Q_2(x, a), the mean soft target
+mean Q_1(x, a) and Q_2(x, a), the mean soft target the run trained on (algorithms/sac/loss.py;
+with `--n-step` n, G the n-step return and x_m the last observation of x's episode in reach)
 
-    y = r + gamma_t (min(Q'_1, Q'_2)(x', a') - alpha log pi(a'|x')),   a' ~ pi(.|x'),
+    y = G + gamma_t (min(Q'_1, Q'_2)(x_m, a') - alpha log pi(a'|x_m)),   a' ~ pi(.|x_m),
 
 and the root-mean-square TD error Q_1 - y, then the mean and the largest magnitude of each
 observation component asked for.
@@ -32,6 +33,7 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms.sac.agent import SACAgent
+from seedfleet.algorithms.sac.loss import n_step_returns
 from seedfleet.errors import UsageError
 from seedfleet.server.checkpoint import read_trainer_arrays
 from seedfleet.server.saved_policy import load_policy
@@ -40,7 +42,7 @@ CHUNK = 8192  # transitions per forward pass
 
 
 def replay_in_order(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The replay's items ("items/<field>", [capacity, 2, ...]) oldest first, without the unfilled slots."""
+    """The replay's items ("items/<field>", [capacity, n + 1, ...]) oldest first, without the unfilled slots."""
     next_index, size, capacity = (int(v) for v in arrays["position"])
     order = (next_index - size + np.arange(size)) % capacity
     return {key[len("items/"):]: value[order] for key, value in arrays.items() if key.startswith("items/")}
@@ -50,17 +52,20 @@ def segment_rows(agent: SACAgent, items: dict[str, np.ndarray], segments: int, o
                  seed: int = 0) -> list[dict[str, float]]:
     """One row per segment of the transitions in `items` (replay_in_order's); the step into a
     reset observation is no transition and is left out. a' draws N(0, 1) noise from `seed`."""
-    real = ~items["first"][:, 1]
-    obs, next_obs = items["observation"][:, 0].astype(np.float32), items["observation"][:, 1].astype(np.float32)
+    returns, discounts, last, mask = (v.numpy() for v in n_step_returns(
+        tf.constant(items["reward"][:, 1:], tf.float32), tf.constant(items["first"][:, 1:]),
+        tf.constant(items["terminated"]), agent.config.discount))
+    real = mask > 0
+    obs = items["observation"][:, 0].astype(np.float32)
+    next_obs = items["observation"][np.arange(len(obs)), last].astype(np.float32)
     rewards = items["reward"][:, 1].astype(np.float32)
-    discounts = (agent.config.discount * (1.0 - items["terminated"][:, 1])).astype(np.float32)
     noise = np.random.default_rng(seed).standard_normal((len(rewards), agent.actions.size)).astype(np.float32)
     q1, q2, targets = (np.empty(len(rewards), np.float32) for _ in range(3))
     for lo in range(0, len(rewards), CHUNK):
         part = slice(lo, lo + CHUNK)
         q1[part], q2[part] = (q.numpy() for q in agent.q_values(tf.constant(obs[part]),
                                                                 tf.constant(items["action"][part, 0], tf.float32)))
-        targets[part] = agent.soft_targets(tf.constant(rewards[part]), tf.constant(discounts[part]),
+        targets[part] = agent.soft_targets(tf.constant(returns[part]), tf.constant(discounts[part]),
                                            tf.constant(next_obs[part]), tf.constant(noise[part])).numpy()
     rows = []
     for index, part in enumerate(np.array_split(np.arange(len(rewards)), segments)):
