@@ -5,12 +5,9 @@ after a termination, and the step into a reset observation carrying no loss."""
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_sac import QueuedNoise, sac_agent
 
-from seedfleet.actions import ActionSpec
-from seedfleet.algorithms.agent import AgentContext, Unroll
-from seedfleet.algorithms.network_config import NetworkConfig
-from seedfleet.algorithms.sac.agent import SACAgent
-from seedfleet.algorithms.sac.config import SACConfig
+from seedfleet.algorithms.agent import Unroll
 from seedfleet.algorithms.sac.loss import n_step_returns
 from seedfleet.errors import UsageError
 
@@ -56,22 +53,11 @@ def test_n_step_returns_match_a_loop_over_each_sequence(n):
         np.testing.assert_allclose(value.numpy(), expected, rtol=1e-12)
 
 
-class FixedNoise:
-    def __init__(self, array: np.ndarray):
-        self.array = array
-
-    def standard_normal(self, shape: tuple[int, ...]) -> np.ndarray:
-        assert self.array.shape == shape
-        return self.array
-
-
 def test_a_learner_step_trains_the_critics_on_n_step_targets_from_the_last_real_observation():
     """The critics' loss and mean target the learner reports equal a NumPy loop's, computed
     from the agent's own networks before the step: G from the rewards, a' and Q' at x_m."""
     n, count = 3, 32
-    agent = SACAgent(SACConfig(batch_size=count, updates_per_call=1, n_step=n, discount=GAMMA),
-                     NetworkConfig(mlp_sizes=(16, 16), jit_compile=False),
-                     AgentContext((3,), np.dtype(np.float32), ActionSpec.box((1,), [-2.0], [2.0]), max_envs=4))
+    agent = sac_agent(batch_size=count, n_step=n, discount=GAMMA)
     assert (agent.layout.rows, agent.layout.new_steps) == (n + 1, 1)
     rng = np.random.default_rng(7)
     first, terminated, truncated = episodes_of(rng, count, n + 1)
@@ -80,7 +66,7 @@ def test_a_learner_step_trains_the_critics_on_n_step_targets_from_the_last_real_
                    truncated=truncated, life_lost=np.zeros((count, n + 1), bool),
                    action=rng.uniform(-2, 2, (count, n + 1, 1)).astype(np.float32), extras={}, state={})
     noise = rng.standard_normal((count, 1, 2, 1))
-    agent._rng = FixedNoise(noise)
+    agent._rng = QueuedNoise([noise])
     returns, discounts, last, mask = (np.array(v) for v in reference(batch.reward, first, terminated, n))
     alpha = float(tf.exp(agent.log_alpha))
     targets, losses = [], []
@@ -105,5 +91,4 @@ def test_a_learner_step_trains_the_critics_on_n_step_targets_from_the_last_real_
 
 def test_an_n_step_below_one_is_one_clear_line():
     with pytest.raises(UsageError, match="--n-step must be at least 1"):
-        SACAgent(SACConfig(n_step=0), NetworkConfig(mlp_sizes=(8,), jit_compile=False),
-                 AgentContext((3,), np.dtype(np.float32), ActionSpec.box((1,), [-1.0], [1.0]), max_envs=2))
+        sac_agent(n_step=0)
