@@ -1,9 +1,9 @@
 """Command-line flags made from config dataclasses, so each default is written once.
 
 Each field `some_name: type = default  # help` becomes `--some-name`, its help text the
-comment beside the field. The environment variable SEEDFLEET_SOME_NAME, when set and not
-empty, replaces the flag's default: a flag given on the command line still wins over it,
-and it wins over the task's defaults and the dataclass's.
+comment beside the field, or else the comment lines right above it. The environment variable
+SEEDFLEET_SOME_NAME, when set and not empty, replaces the flag's default: a flag given on the
+command line still wins over it, and it wins over the task's defaults and the dataclass's.
 """
 
 from __future__ import annotations
@@ -46,8 +46,20 @@ def env_setting(field_name: str, like: object) -> object | None:
 
 
 def _help_texts(cls) -> dict[str, str]:
-    source = inspect.getsource(cls)
-    return dict(re.findall(r"^\s+(\w+):[^#\n]*#\s*(.+)$", source, flags=re.M))
+    """Each field's help: the comment beside it, or else the comment lines right above it."""
+    helps: dict[str, str] = {}
+    above: list[str] = []
+    for line in inspect.getsource(cls).splitlines():
+        comment = re.match(r"^\s+#\s?(.*)$", line)
+        field = re.match(r"^\s+(\w+):[^#\n]*(?:#\s*(.+))?$", line)
+        if comment:
+            above.append(comment.group(1).strip())
+        elif field:
+            helps[field.group(1)] = field.group(2) or " ".join(above)
+            above = []
+        else:
+            above = []
+    return helps
 
 
 def add_flags(parser: argparse.ArgumentParser, cls, taken: set[str], defaults: dict | None = None) -> None:

@@ -1,5 +1,6 @@
 """The command line: every flag documented, configs built from flags."""
 
+import dataclasses
 import itertools
 import math
 import re
@@ -25,6 +26,31 @@ def test_every_flag_is_in_the_readme(command, algo):
              if opt.startswith("--") and opt != "--help" and not opt.startswith("--no-")]
     missing = [f for f in flags if not re.search(rf"`{re.escape(f)}`", section)]
     assert not missing, f"README lacks {missing} for seedfleet {command}"
+
+
+@pytest.mark.parametrize("command,algo", [("run", "vtrace"), ("run", "appo"), ("run", "r2d2"), ("run", "sac"),
+                                         ("actor", "vtrace"), ("bench", "vtrace")])
+def test_every_flag_has_help_text(command, algo):
+    """A field's help is the comment beside it or, for a longer one, the comment lines above it."""
+    bare = [action.option_strings[0] for action in build_parser(command, algo)._actions
+            if action.option_strings and not re.sub(r"\(default: .*\)$", "", action.help or "").strip()]
+    assert not bare, f"no help for {bare}"
+
+
+def test_a_field_takes_the_comment_lines_above_it_when_none_is_beside_it():
+    from seedfleet.deploy.flags import _help_texts
+
+    @dataclasses.dataclass
+    class Example:
+        beside: int = 1  # the comment beside it
+        # two lines
+        # above it
+        above: float = 0.5
+        # a comment cut off by a blank line
+
+        bare: str = ""
+
+    assert _help_texts(Example) == {"beside": "the comment beside it", "above": "two lines above it", "bare": ""}
 
 
 def test_flags_fill_the_config_dataclasses():
