@@ -5,7 +5,8 @@ before TensorFlow first lists its devices, hence a process of its own:
   python tests/logical_devices.py agents        one learner step on 2 devices against the same step
                                                 on 1, and checkpoints written on one restored on the
                                                 other, for IMPALA and R2D2, the error of a batch
-                                                that does not split over the two, and SAC's step;
+                                                that does not split over the two, SAC's step, and
+                                                the CLI's error for more devices than there are;
                                                 exits non-zero on a mismatch
 """
 
@@ -118,6 +119,21 @@ def check_agents(devices: tuple[str, ...]) -> None:
         raise AssertionError("a batch of 15 was shared over 2 devices")
     check_sac(devices)
     print(f"keras loaded: {any(name.split('.')[0] == 'keras' for name in sys.modules)}", flush=True)
+    check_too_many_devices()
+
+
+def check_too_many_devices() -> None:
+    """`seedfleet learner --train-devices 3` where TensorFlow sees 2: the CLI's one line and its
+    exit code, printed for test_multi_device (in this process, which saves a TensorFlow start)."""
+    import contextlib
+    import io
+
+    from seedfleet.deploy.cli import main
+
+    stderr = io.StringIO()
+    with tempfile.TemporaryDirectory() as logdir, contextlib.redirect_stderr(stderr):
+        code = main(["learner", "--address", "127.0.0.1:0", "--logdir", logdir, "--train-devices", "3"])
+    print(f"three devices: exit {code}: {stderr.getvalue().strip()}", flush=True)
 
 
 def check_sac(devices: tuple[str, ...]) -> None:

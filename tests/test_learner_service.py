@@ -49,36 +49,36 @@ def test_a_raw_stream_gets_actions_for_its_envs(learner):
     actor.close()
 
 
-@pytest.mark.parametrize(
-    "bad,detail",
-    [
-        (lambda ids: cartpole_steps(ids, drop_byte=True), "observations: expected"),
-        (lambda ids: cartpole_steps([ids[0], 999]), "unknown env id 999"),
-        (lambda ids: cartpole_steps(ids, nan_reward=True), "finite"),
-        (lambda ids: pb.ActorMessage(hello=pb.Hello(run_id=5, num_envs=2, protocol_version=1)), "expected a steps"),
-    ],
-)
-def test_a_malformed_message_closes_only_that_stream(learner, procs, bad, detail):
+MALFORMED = [  # (a bad message after a good one, what the refusal says)
+    (lambda ids: cartpole_steps(ids, drop_byte=True), "observations: expected"),
+    (lambda ids: cartpole_steps([ids[0], 999]), "unknown env id 999"),
+    (lambda ids: cartpole_steps(ids, nan_reward=True), "finite"),
+    (lambda ids: pb.ActorMessage(hello=pb.Hello(run_id=5, num_envs=2, protocol_version=1)), "expected a steps"),
+]
+
+
+def test_a_malformed_message_closes_only_that_stream(learner, procs):
+    """Rogue streams, one after another, each send a good message and then a malformed one: each
+    is closed with its reason, and the good actor beside them is served throughout."""
     proc, address = learner
     start = len(proc.lines)
     good = Proc(seedfleet("actor", "--learner", address, "--envs", "4"))
     procs.append(good)
     good.wait_for("connected to")
-    before = wait_frames_above(proc, frames_seen(proc))
-
-    rogue = RawActor(address, num_envs=2, run_id=99)
-    ids = list(rogue.config.env_ids)
-    rogue.send(cartpole_steps(ids, first=True))  # a good message first
-    with pytest.raises(grpc.RpcError) as error:
-        rogue.send(bad(ids))
-    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert detail in error.value.details()
-    rogue.close()
-
-    wait_frames_above(proc, before + 1000)  # the good actor is still served
+    served = wait_frames_above(proc, frames_seen(proc))
+    for run_id, (bad, detail) in enumerate(MALFORMED, start=99):
+        rogue = RawActor(address, num_envs=2, run_id=run_id)
+        ids = list(rogue.config.env_ids)
+        rogue.send(cartpole_steps(ids, first=True))  # a good message first
+        with pytest.raises(grpc.RpcError) as error:
+            rogue.send(bad(ids))
+        assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT, detail
+        assert detail in error.value.details()
+        rogue.close()
+        served = wait_frames_above(proc, served + 1000)  # the good actor is still served
     assert good.popen.poll() is None
     assert "UNAVAILABLE" not in good.output()
-    assert len([ln for ln in proc.lines[start:] if "actor connected" in ln]) == 2
+    assert len([ln for ln in proc.lines[start:] if "actor connected" in ln]) == 1 + len(MALFORMED)
     good.stop()
 
 
