@@ -44,10 +44,11 @@ FLEET_ENV := $(strip $(foreach v,$(FLEET_SETTINGS),$(if $(filter command line,$(
 
 .PHONY: install proto test run learner actor lint clean bench learn-bench images fleet fleet-down fleet-check fleet-throughput certs
 
-# uv installs the extras: pip took 2m03s on 2 cores for what uv installs in 28 s (BENCHMARKS.md,
-# "`make test` on a fresh clone"). Both resolve the same versions from PyPI. Byte-compiled at
-# install, as pip does: where PYTHONDONTWRITEBYTECODE is set, nothing else would keep the .pyc
-# files, and every process would compile TensorFlow's modules again (the suite took 801 s, not 587).
+# uv installs the extras: pip took 2m03s on 2 cores for what uv installs in 28 s, or in about a
+# minute with kustomize and the byte-compiling below (BENCHMARKS.md, "`make test` on a fresh clone").
+# Both resolve the same versions from PyPI. Byte-compiled at install, as pip does: where
+# PYTHONDONTWRITEBYTECODE is set, nothing else would keep the .pyc files, and every process would
+# compile TensorFlow's modules again (the fresh-clone suite took 801 s of tests, against 573 s).
 UV := $(VENV)/bin/uv
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
