@@ -44,16 +44,19 @@ FLEET_ENV := $(strip $(foreach v,$(FLEET_SETTINGS),$(if $(filter command line,$(
 
 .PHONY: install proto test run learner actor lint clean bench learn-bench images fleet fleet-down fleet-check fleet-throughput certs
 
-# uv installs the extras: pip took 2m03s on 2 cores for what uv installs in 28 s, or in about a
-# minute with kustomize and the byte-compiling below (BENCHMARKS.md, "`make test` on a fresh clone").
-# Both resolve the same versions from PyPI. Byte-compiled at install, as pip does: where
-# PYTHONDONTWRITEBYTECODE is set, nothing else would keep the .pyc files, and every process would
-# compile TensorFlow's modules again (the fresh-clone suite took 801 s of tests, against 573 s).
+# uv installs the extras: pip took 2m03s on 2 cores for what uv installs in 28 s (BENCHMARKS.md,
+# "`make test` on a fresh clone"). Both resolve the same versions from PyPI. Nothing is
+# byte-compiled at install: the processes make starts write the .pyc of what they import, about a
+# third of the venv's Python source (most of it TensorFlow's); compiling all of it took 82 s of CPU
+# here, beside other work. So make keeps .pyc files even where PYTHONDONTWRITEBYTECODE is set:
+# without them every process compiles TensorFlow's modules again (the fresh-clone suite took 801 s
+# of tests, against 573 s with them).
+unexport PYTHONDONTWRITEBYTECODE
 UV := $(VENV)/bin/uv
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q uv==0.13.9
-	$(UV) pip install -q --compile-bytecode --python $(PY) -e ".[learner,dev]"
+	$(UV) pip install -q --python $(PY) -e ".[learner,dev]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from seedfleet.errors import UsageError
+
+VIDEO_SUFFIXES = (".gif", ".mp4")  # what `seedfleet eval --video` writes
 
 
 @dataclass
@@ -72,8 +75,22 @@ class EvalConfig:
     video: str = ""  # write env 0's first episode here (.gif or .mp4)
     video_fps: int = 30  # frames per second of the video
 
+    def check(self) -> None:
+        """Refuses what cannot play or be written: said before TensorFlow loads."""
+        if not self.checkpoint:
+            raise UsageError("--checkpoint is required")
+        if self.episodes < 1:
+            raise UsageError(f"--episodes {self.episodes}: at least 1")
+        if self.video and Path(self.video).suffix not in VIDEO_SUFFIXES:
+            raise UsageError(f"--video must end in .gif or .mp4, got {self.video}")
+
 
 @dataclass
 class ExportConfig:
     checkpoint: str = ""  # a checkpoint directory, or a log dir (its newest checkpoint)
     out: str = ""  # the SavedModel directory to write
+
+    def check(self) -> None:
+        """Both paths are needed: said before TensorFlow loads."""
+        if not self.checkpoint or not self.out:
+            raise UsageError("--checkpoint and --out are required")

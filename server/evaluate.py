@@ -103,12 +103,7 @@ def write_video(path: Path, frames: list[np.ndarray], fps: int) -> None:
 
 def main(config: EvalConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    if config.episodes < 1:
-        raise SystemExit("seedfleet eval: --episodes must be at least 1")
-    if not config.checkpoint:
-        raise SystemExit("seedfleet eval: --checkpoint is required")
-    if config.video and Path(config.video).suffix not in (".gif", ".mp4"):
-        raise SystemExit(f"seedfleet eval: --video must end in .gif or .mp4, got {config.video}")
+    config.check()
     policy = load_policy(config.checkpoint)
     returns, frames = play(policy, config)
     print(f"{policy.env_config.env_id} from {policy.checkpoint}: {len(returns)} episodes"

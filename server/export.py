@@ -84,8 +84,7 @@ def export(policy: LoadedPolicy, out: Path) -> None:
 
 def main(config: ExportConfig) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    if not config.checkpoint or not config.out:
-        raise SystemExit("seedfleet export: --checkpoint and --out are required")
+    config.check()
     policy = load_policy(config.checkpoint)
     export(policy, Path(config.out))
     print(f"exported {policy.checkpoint} to {config.out} (signatures: serving_default"

@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -69,6 +70,19 @@ class Proc:
 
 def seedfleet(*args: str) -> list[str]:
     return [sys.executable, "-m", "seedfleet.deploy.cli", *args]
+
+
+def cli_in_process(capsys, *args: str) -> tuple[int, str]:
+    """The `seedfleet` command run in this process, which has TensorFlow loaded already (a
+    process of its own spends 4 to 6 s of CPU on that): its exit code and its output. The
+    environment variables it sets (TensorFlow's log level) are undone."""
+    from seedfleet.deploy.cli import main
+
+    capsys.readouterr()
+    with mock.patch.dict(os.environ):
+        code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
 
 
 def tool(name: str) -> str:

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import Proc, seedfleet
+from conftest import Proc, cli_in_process, seedfleet
 
 from seedfleet.envs import describe, family_for, make_envs, make_envs_from
 from seedfleet.envs.catch_family import CatchSettings
@@ -73,7 +73,7 @@ def test_catch_settings_travel_in_the_config():
 
 
 @pytest.mark.timeout(240)
-def test_catch_trains_checkpoints_and_evaluates_end_to_end(tmp_path):
+def test_catch_trains_checkpoints_and_evaluates_end_to_end(tmp_path, capsys):
     logdir = tmp_path / "catch"
     run = Proc(seedfleet("run", "--env", "catch/Catch-v0", "--target-return", "0.6", "--max-frames", "600000",
                          "--actors", "2", "--envs-per-actor", "16", "--logdir", str(logdir), "--seed", "1",
@@ -81,11 +81,11 @@ def test_catch_trains_checkpoints_and_evaluates_end_to_end(tmp_path):
     assert run.popen.wait(200) == 0, run.output()[-3000:]
     assert re.search(r"stopped \(target_return\)", run.output()), run.output()[-3000:]
     assert list((logdir / "checkpoints").glob("ckpt-*/state.json"))
-    played = Proc(seedfleet("eval", "--checkpoint", str(logdir), "--episodes", "200", "--sample", "--video",
-                            str(tmp_path / "catch.gif")))
-    assert played.popen.wait(120) == 0, played.output()[-3000:]
-    mean = float(re.search(r"catch/Catch-v0 from .*: 200 episodes \(sampled\), mean return (-?[\d.]+)",
-                           played.output()).group(1))
+    code, output = cli_in_process(capsys, "eval", "--checkpoint", str(logdir), "--episodes", "200", "--sample",
+                                  "--video", str(tmp_path / "catch.gif"))
+    played = re.search(r"catch/Catch-v0 from .*: 200 episodes \(sampled\), mean return (-?[\d.]+)", output)
+    assert code == 0 and played, output[-3000:]
+    mean = float(played.group(1))
     # The run stops where its sampled episodes averaged 0.6 (four balls in five caught), and eval
     # samples the same policy (`--sample`; greedy play of a policy this young reads anywhere from
     # near its sampled return to far below it). What this checks is that the trained variables

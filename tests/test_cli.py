@@ -306,7 +306,9 @@ QUICK_COMMANDS = [["--help"], ["run", "--help"], ["learner", "--help"], ["actor"
                   ["eval", "--help"], ["plot", "--help"], ["run", "--env", "NoSuchEnv-v0"],
                   ["run", "--env", "Pendulum-v1", "--algo", "r2d2"], ["learner", "--epochz", "3"],
                   ["run", "--algo", "ppo"],
-                  ["learner", "--frontends", "-1"], ["learner", "--frontends", "2", "--address", "unix:/tmp/sf.sock"]]
+                  ["learner", "--frontends", "-1"], ["learner", "--frontends", "2", "--address", "unix:/tmp/sf.sock"],
+                  ["eval", "--checkpoint", "runs/x", "--video", "x.avi"], ["eval", "--episodes", "3"],
+                  ["eval", "--checkpoint", "runs/x", "--episodes", "0"], ["export", "--checkpoint", "runs/x"]]
 # Runs the CLI as `seedfleet` does and says, as the interpreter exits, whether TensorFlow was loaded.
 AT_EXIT = ("import atexit, sys; atexit.register(lambda: print('tensorflow loaded:', 'tensorflow' in sys.modules, "
            "file=sys.stderr)); from seedfleet.deploy.cli import main; sys.exit(main(sys.argv[1:]))")

@@ -10,7 +10,7 @@ import sys
 import gymnasium as gym
 import numpy as np
 import pytest
-from conftest import R2D2_SMALL, ROOT, Proc, seedfleet
+from conftest import R2D2_SMALL, ROOT, Proc, cli_in_process, seedfleet
 
 TWO_DEVICES = str(ROOT / "tests" / "logical_devices.py")  # its `cli` runs the CLI on the CPU split in two
 
@@ -33,7 +33,7 @@ def random_policy_return(episodes: int = 200) -> float:
 TARGET = 75.0  # CartPole: 3.4 times a uniform random policy's mean return (checked below)
 
 
-def test_learner_and_two_actors_learn_cartpole_on_two_devices_and_its_checkpoint_plays_on_one(tmp_path):
+def test_learner_and_two_actors_learn_cartpole_on_two_devices_and_its_checkpoint_plays_on_one(tmp_path, capsys):
     """The learner trains to a target, however long its frames take: the budget is frames,
     generous, and the process timeout only catches a hang. The exit code says the target was
     met before the budget. Each learner step is shared out over two logical devices, and acting
@@ -81,10 +81,11 @@ def test_learner_and_two_actors_learn_cartpole_on_two_devices_and_its_checkpoint
     # policy's mean, eight standard errors of a 100-episode mean above untrained play. Greedy
     # play is no measure of a policy this young, and CartPole to 475 is measured by `make run`
     # (BENCHMARKS.md), not here.
-    evaluation = Proc(seedfleet("eval", "--checkpoint", str(logdir), "--episodes", "100", "--sample"))
-    assert evaluation.popen.wait(timeout=120) == 0, evaluation.output()[-3000:]
-    mean = float(evaluation.wait_for(r"100 episodes \(sampled\), mean return ([\d.]+)").group(1))
-    assert mean >= 1.5 * baseline, evaluation.output()[-2000:]
+    # This process has one CPU device.
+    code, output = cli_in_process(capsys, "eval", "--checkpoint", str(logdir), "--episodes", "100", "--sample")
+    played = re.search(r"100 episodes \(sampled\), mean return ([\d.]+)", output)
+    assert code == 0 and played, output[-3000:]
+    assert float(played.group(1)) >= 1.5 * baseline, output[-2000:]
 
 
 NATIVE_LINE = re.compile(r"^[IWEF]\d{4} |absl::InitializeLog|cuInit|cudart|oneDNN")

@@ -11,11 +11,12 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 import tensorflow as tf
-from conftest import Proc, seedfleet
+from conftest import Proc, cli_in_process, seedfleet
 
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.r2d2.config import VECTOR_OBSERVATION_DEFAULTS
 from seedfleet.algorithms.registry import ALGORITHMS
+from seedfleet.deploy.cli import main
 from seedfleet.server.assembly import LearnerConfig, env_config_for, make_agent
 from seedfleet.server.checkpoint import CheckpointStore, LearnerCheckpoints, RunSetup
 from seedfleet.server.config import EvalConfig
@@ -82,19 +83,20 @@ def _assert_export_acts_as_the_agent(agent, out, obs_shape: tuple[int, ...], obs
     assert differing > 0  # the comparison saw more than one action
 
 
-def _export(tmp_path) -> object:
+def _export(tmp_path, capsys) -> object:
+    """`seedfleet export` on the checkpoint (in this process: test_native_logs.py starts the
+    command on its own and checks that TensorFlow's lines stay quiet)."""
     out = tmp_path / "exported"
-    export = Proc(seedfleet("export", "--checkpoint", str(tmp_path / "run"), "--out", str(out)))
-    assert export.popen.wait(timeout=120) == 0, export.output()[-3000:]
-    lines = export.output().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("exported "), lines  # TensorFlow's info lines stay quiet
+    code, output = cli_in_process(capsys, "export", "--checkpoint", str(tmp_path / "run"), "--out", str(out))
+    lines = output.splitlines()
+    assert code == 0 and len(lines) == 1 and lines[0].startswith("exported "), lines
     return out
 
 
 @pytest.mark.parametrize("algo", ["vtrace", "r2d2"])
-def test_the_exported_saved_model_acts_as_the_learner_does(tmp_path, algo):
+def test_the_exported_saved_model_acts_as_the_learner_does(tmp_path, capsys, algo):
     agent, _ = _checkpoint(tmp_path / "run", algo)
-    _assert_export_acts_as_the_agent(agent, _export(tmp_path), (4,), np.dtype(np.float32))
+    _assert_export_acts_as_the_agent(agent, _export(tmp_path, capsys), (4,), np.dtype(np.float32))
 
 
 IMAGE_ENVS = [  # [H, W, C] observations: colour images stacked on the learner, and MinAtar's bool planes
@@ -104,15 +106,14 @@ IMAGE_ENVS = [  # [H, W, C] observations: colour images stacked on the learner, 
 
 
 @pytest.mark.parametrize("env,shape,dtype,frame_stack", IMAGE_ENVS)
-def test_image_observations_through_checkpoint_eval_and_export(tmp_path, env, shape, dtype, frame_stack):
+def test_image_observations_through_checkpoint_eval_and_export(tmp_path, capsys, env, shape, dtype, frame_stack):
     agent, _ = _checkpoint(tmp_path / "run", "vtrace", env, NetworkConfig(frame_stack=frame_stack))
     assert agent.net.torso.obs_shape == shape and agent.net.torso.obs_dtype == dtype
-    _assert_export_acts_as_the_agent(agent, _export(tmp_path), shape, dtype)
+    _assert_export_acts_as_the_agent(agent, _export(tmp_path, capsys), shape, dtype)
     video = tmp_path / "first.gif"
-    run = Proc(seedfleet("eval", "--checkpoint", str(tmp_path / "run"), "--episodes", "3", "--envs", "3",
-                         "--video", str(video)))
-    assert run.popen.wait(timeout=120) == 0, run.output()[-3000:]
-    assert re.search(r"3 episodes, mean return", run.output())
+    code, output = cli_in_process(capsys, "eval", "--checkpoint", str(tmp_path / "run"), "--episodes", "3",
+                                  "--envs", "3", "--video", str(video))
+    assert code == 0 and re.search(r"3 episodes, mean return", output), output[-3000:]
     frames = imageio.mimread(video, memtest=False)
     assert frames[0].shape[0] >= 240 and frames[0].shape[-1] in (3, 4)
     assert len({frame.tobytes() for frame in frames}) > 1  # the picture moves
@@ -163,8 +164,16 @@ def test_eval_samples_the_policy_only_when_asked(tmp_path):
     assert sampled.mean() > 15 and sampled.max() > 20 and len(sampled) == 40, sampled
 
 
-def test_eval_refuses_a_video_it_cannot_write(tmp_path):
+def test_eval_and_export_refuse_what_they_cannot_do_in_one_line(tmp_path, capsys):
+    """Said before TensorFlow loads (test_cli.py's QUICK_COMMANDS checks that it stays unloaded)."""
     _checkpoint(tmp_path / "run", "vtrace")
-    run = Proc(seedfleet("eval", "--checkpoint", str(tmp_path / "run"), "--video", str(tmp_path / "x.avi")))
-    assert run.popen.wait(timeout=60) != 0
-    assert "must end in .gif or .mp4" in run.output()
+    refusals = {("eval", "--checkpoint", str(tmp_path / "run"), "--video", str(tmp_path / "x.avi")):
+                "--video must end in .gif or .mp4, got",
+                ("eval", "--checkpoint", str(tmp_path / "run"), "--episodes", "0"): "--episodes 0: at least 1",
+                ("eval", "--episodes", "3"): "--checkpoint is required",
+                ("export", "--checkpoint", str(tmp_path / "run")): "--checkpoint and --out are required"}
+    for argv, message in refusals.items():
+        assert main(list(argv)) == 2
+        lines = capsys.readouterr().err.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"seedfleet {argv[0]}: error: {message}"), lines
+    assert not (tmp_path / "x.avi").exists()
