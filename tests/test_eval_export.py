@@ -119,24 +119,38 @@ def test_image_observations_through_checkpoint_eval_and_export(tmp_path, capsys,
     assert len({frame.tobytes() for frame in frames}) > 1  # the picture moves
 
 
-@pytest.mark.parametrize("suffix", [".mp4", ".gif"])
-def test_eval_plays_episodes_and_writes_a_video(tmp_path, suffix):
+def _assert_video_of_cartpole(output: str, video, frames_merged: bool) -> None:
+    """5 episodes played, and the first one filmed at CartPole's 600x400 with the pole moving."""
+    found = re.search(r"(\d+) episodes, mean return ([\d.]+), std ([\d.]+)", output)
+    assert found and int(found.group(1)) == 5 and float(found.group(2)) >= 8, output[-3000:]  # 1 a step
+    count, shape, distinct = read_video(video)
+    length = int(re.search(r"video of the first episode \((\d+) frames\)", output).group(1))
+    assert length >= 9 and shape == [400, 600, 3]
+    if frames_merged:  # a GIF merges frames that repeat the one before (a cart moving less than a pixel)
+        assert 1 < count <= length
+    else:
+        assert count == length
+    assert distinct > 1  # the pole moves
+
+
+def test_eval_writes_an_mp4_video_on_a_headless_machine(tmp_path):
+    """A process of its own, with no display variables: SDL looks for no display."""
     _checkpoint(tmp_path / "run", "vtrace")
-    video = tmp_path / f"first{suffix}"
+    video = tmp_path / "first.mp4"
     run = Proc(seedfleet("eval", "--checkpoint", str(tmp_path / "run"), "--episodes", "5", "--envs", "2",
                          "--video", str(video)), env={"XDG_RUNTIME_DIR": None, "SDL_VIDEODRIVER": None})
     assert run.popen.wait(timeout=120) == 0, run.output()[-3000:]
-    assert "XDG_RUNTIME_DIR" not in run.output()  # a headless machine: no display looked for
-    found = re.search(r"(\d+) episodes, mean return ([\d.]+), std ([\d.]+)", run.output())
-    assert found and int(found.group(1)) == 5 and float(found.group(2)) >= 8  # CartPole pays 1 a step
-    count, shape, distinct = read_video(video)
-    length = int(re.search(r"video of the first episode \((\d+) frames\)", run.output()).group(1))
-    assert length >= 9 and shape == [400, 600, 3]
-    if suffix == ".mp4":
-        assert count == length
-    else:  # a GIF merges frames that repeat the one before (a cart moving less than a pixel)
-        assert 1 < count <= length
-    assert distinct > 1  # the pole moves
+    assert "XDG_RUNTIME_DIR" not in run.output()
+    _assert_video_of_cartpole(run.output(), video, frames_merged=False)
+
+
+def test_eval_writes_a_gif_video(tmp_path, capsys):
+    _checkpoint(tmp_path / "run", "vtrace")
+    video = tmp_path / "first.gif"
+    code, output = cli_in_process(capsys, "eval", "--checkpoint", str(tmp_path / "run"), "--episodes", "5",
+                                  "--envs", "2", "--video", str(video))
+    assert code == 0, output[-3000:]
+    _assert_video_of_cartpole(output, video, frames_merged=True)
 
 
 READ_VIDEO = ("import imageio, json, sys; frames = imageio.mimread(sys.argv[1], memtest=False); "
