@@ -3,10 +3,13 @@ the default, in one table and one picture, with the Atari-5 estimate and a healt
 
 Per game: the mean over the default's seeds of return(100) at 2.5M, 5M and 10M frames, its
 human-normalised score at 10M, the references at 5M and 10M, the runs' wall time and CPU, and
-the health read at 5M frames, each with the threshold that names a failure:
-- the policy never uses its input: `state_information` (I(state; action), nats) below 0.01;
-- the value never explains the return: explained variance below 0.2;
-- the entropy collapses: below 10% of log |A| (at any progress line).
+its health, each check with the threshold that names a failure:
+- the policy never uses its input: `state_information` (I(state; action), nats) below 0.01 at 5M;
+- the value never explains the return: explained variance below 0.2 at 5M;
+- the entropy collapses: below 10% of log |A| (at any progress line);
+- the episodes stop ending: more than half of ALE's 108,000-frame cap per finished episode over
+  any 2M frames of the run (a policy that stalls the game, as DoubleDunk's seed 0 did from 6M; no
+  other run kept passed 34,000).
 Below the table: the Atari-5 estimate of the 57-game median human-normalised score, for the
 default (once all five games have a run to 10M) and for each reference, at 10M frames.
 """
@@ -31,6 +34,9 @@ HEALTH_AT = 5_000_000
 STATE_INFORMATION_MIN = 0.01  # nats: a policy blind to its input has 0
 EXPLAINED_VARIANCE_MIN = 0.2
 ENTROPY_FLOOR = 0.1  # of log |A|
+EPISODE_CAP = 108_000  # frames: ALE's v5 ids truncate an episode here (max_num_frames_per_episode)
+STALL_WINDOW = 2_000_000  # frames over which finished episodes are counted
+STALL_FRACTION = 0.5  # of EPISODE_CAP: longer episodes than this on average, the game is stalled
 
 
 @dataclass(frozen=True)
@@ -62,7 +68,28 @@ def health(rows: list[dict], num_actions: int) -> list[str]:
     floor = ENTROPY_FLOOR * math.log(num_actions)
     if entropies and min(entropies) < floor:
         failures.append(f"entropy collapsed ({min(entropies):.3f} < 10% of log {num_actions})")
+    frames_each, until = longest_episodes(rows)
+    if frames_each > STALL_FRACTION * EPISODE_CAP:
+        failures.append(f"episodes stopped ending ({frames_each:,.0f} frames per finished episode over the "
+                        f"{STALL_WINDOW / 1e6:g}M frames to {until / 1e6:.1f}M; the cap is {EPISODE_CAP:,})")
     return failures
+
+
+def longest_episodes(rows: list[dict]) -> tuple[float, float]:
+    """The most frames per finished episode over any STALL_WINDOW frames of the progress rows
+    (a window where none finished counts as its whole length), and the frames where that window
+    ends; (0, 0) for a run shorter than the window, or rows without an episode count."""
+    worst, until, start = 0.0, 0.0, 0
+    for end, row in enumerate(rows):
+        if row["frames"] < STALL_WINDOW or "episodes" not in row:
+            continue
+        while start + 1 < end and rows[start + 1]["frames"] <= row["frames"] - STALL_WINDOW:
+            start += 1
+        frames = row["frames"] - rows[start]["frames"]
+        each = frames / max(row["episodes"] - rows[start]["episodes"], 1)
+        if each > worst:
+            worst, until = each, row["frames"]
+    return worst, until
 
 
 def _value(v: float) -> str:
@@ -71,7 +98,7 @@ def _value(v: float) -> str:
 
 def breadth_markdown(games: list[GameRuns]) -> list[str]:
     lines = ["| game | seedfleet at 2.5M / 5M / 10M | HNS at 10M | CleanRL PPO (Machado) 5M / 10M | "
-             "DQN / Rainbow / IQN (Dopamine) at 10M | wall min per seed | CPU | health at 5M |", "|---" * 8 + "|"]
+             "DQN / Rainbow / IQN (Dopamine) at 10M | wall min per seed | CPU | health |", "|---" * 8 + "|"]
     for g in games:
         machado, dopamine = atari_references(g.game)[0], atari_references(g.game)[1:]
         ours = " / ".join(_value(v) for v in g.means)

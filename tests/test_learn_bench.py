@@ -334,8 +334,8 @@ def test_the_breadth_report_reads_each_game_beside_its_references_and_names_an_u
     logdir = runs / "qbert" / "seed0"
     logdir.mkdir(parents=True)
     rows = ["elapsed_s,frames,env_steps,frames_per_s,mean_return_last_100,state_information,explained_variance,"
-            "policy_entropy"]
-    rows += [f"{600 * i},{i * 2_500_000},{i * 625_000},1400,{[0, 500, 1500, 3000, 4500][i]},0.2,0.5,1.2"
+            "policy_entropy,episodes"]
+    rows += [f"{600 * i},{i * 2_500_000},{i * 625_000},1400,{[0, 500, 1500, 3000, 4500][i]},0.2,0.5,1.2,{900 * i}"
              for i in range(1, 5)]
     (logdir / "progress.csv").write_text("\n".join(rows) + "\n")
     summary = {"frames": 10_000_000, "wall_s": 2400, "stop_reason": "max_frames"}
@@ -353,6 +353,29 @@ def test_the_breadth_report_reads_each_game_beside_its_references_and_names_an_u
     blind = [{"frames": 5e6, "state_information": 0.001, "explained_variance": 0.1, "policy_entropy": 0.05}]
     assert [f.split(" (")[0] for f in health(blind, 6)] == [
         "policy blind to its input", "value explains little", "entropy collapsed"]
+
+
+def test_a_run_whose_episodes_stop_ending_is_named_unhealthy():
+    """A row every 0.5M frames: 100 episodes finish in each until 4M, then 5 (the game stalled,
+    as DoubleDunk's seed 0 did). The worst 2M frames, 4M to 6M, finish 20: 100,000 frames each,
+    above half of ALE's 108,000-frame cap; the healthy stretch reads 5,000 each."""
+    from seedfleet.bench.atari_breadth import health, longest_episodes
+
+    def rows(stall_from: float) -> list[dict]:
+        out, episodes = [], 0
+        for i in range(13):
+            frames = i * 500_000
+            out.append({"frames": frames, "episodes": episodes, "state_information": 0.3,
+                        "explained_variance": 0.6, "policy_entropy": 1.5})
+            episodes += 5 if frames >= stall_from else 100
+        return out
+
+    assert longest_episodes(rows(stall_from=1e9)) == (5_000, 2_000_000)
+    assert longest_episodes(rows(stall_from=4e6)) == (100_000, 6_000_000)
+    assert health(rows(stall_from=1e9), 18) == []
+    assert health(rows(stall_from=4e6), 18) == [
+        "episodes stopped ending (100,000 frames per finished episode over the 2M frames to 6.0M; the cap is 108,000)"]
+    assert longest_episodes(rows(stall_from=1e9)[:4]) == (0, 0)  # 1.5M frames: no window yet
 
 
 def test_a_record_from_before_a_flag_states_what_the_run_did_without_it():
