@@ -26,7 +26,7 @@ from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.registry import Algorithm, algorithm, default_algorithm
 from seedfleet.deploy.flags import ENV_HELP, add_flags, env_setting, from_flags
 from seedfleet.errors import UsageError
-from seedfleet.server.config import LearnerConfig
+from seedfleet.server.config import EvalConfig, ExportConfig, LearnerConfig
 from seedfleet.settings import PresetError, Presets, flag_values
 
 
@@ -178,8 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             # an unknown id or option, spaces seedfleet does not serve or this algorithm does not act in:
             # refused before TensorFlow loads, as are settings that cannot work anywhere
             algo.check_actions(env, task_of(env, args.env_options)[1])
-        for config in configs:  # a config's own refusals (LearnerConfig, EvalConfig, ExportConfig have some)
-            if hasattr(config, "check"):
+        for config in configs:  # a config's own refusals
+            if isinstance(config, (LearnerConfig, EvalConfig, ExportConfig)):
                 config.check()
         if spec.tensorflow:
             _load_tensorflow(args.verbose)
