@@ -27,6 +27,7 @@ from seedfleet.algorithms.registry import Algorithm, algorithm, default_algorith
 from seedfleet.deploy.flags import ENV_HELP, add_flags, env_setting, from_flags
 from seedfleet.errors import UsageError
 from seedfleet.server.config import EvalConfig, ExportConfig, LearnerConfig
+from seedfleet.server.run_setup import refuse_another_setup
 from seedfleet.settings import PresetError, Presets, flag_values
 
 
@@ -43,17 +44,19 @@ class Command:
     entry: str = "main"
     configs: tuple[str, ...] = ()
     learner_flags: bool = False
+    restores: bool = False  # its learner restores --logdir's newest checkpoint (unless --fresh)
     tensorflow: bool = True  # loads TensorFlow: --verbose shows its native lines
     parses_itself: bool = False
 
 
 COMMANDS = {
     "learner": Command("the learner server: central inference and training", "seedfleet.server.learner",
-                       learner_flags=True),
+                       learner_flags=True, restores=True),
     "actor": Command("an environment-only actor process", "seedfleet.actor_client.actor",
                      configs=("seedfleet.actor_client.actor:ActorConfig",), tensorflow=False),
     "run": Command("a learner and N local actor processes on this machine", "seedfleet.deploy.local", "run_local",
-                   ("seedfleet.deploy.launch_config:LaunchConfig",), learner_flags=True),
+                   ("seedfleet.deploy.launch_config:LaunchConfig",), learner_flags=True,
+                   restores=True),
     "bench": Command("frames/s of the system beside the env, inference and training ceilings", "seedfleet.bench.run",
                      configs=("seedfleet.bench.config:BenchConfig",), learner_flags=True),
     "eval": Command("play a checkpoint's policy locally: mean and std of returns, a video", "seedfleet.server.evaluate",
@@ -181,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         for config in configs:  # a config's own refusals
             if isinstance(config, (LearnerConfig, EvalConfig, ExportConfig)):
                 config.check()
+        if spec.restores:  # a log dir of another env, algo or network: refused now, not after TensorFlow loads
+            refuse_another_setup(*configs[-3:])
         if spec.tensorflow:
             _load_tensorflow(args.verbose)
         run = getattr(importlib.import_module(spec.module), spec.entry)

@@ -17,9 +17,9 @@ from seedfleet.deploy.launch_config import LaunchConfig
 from seedfleet.errors import UsageError
 from seedfleet.processes import actor_command, start_child, stop_children
 from seedfleet.server.assembly import LearnerConfig
-from seedfleet.server.checkpoint import CheckpointMismatch
 from seedfleet.server.learner import exit_code, serve
 from seedfleet.server.metrics import Metrics
+from seedfleet.server.run_setup import CheckpointMismatch
 
 log = logging.getLogger("seedfleet.run")
 

@@ -33,7 +33,7 @@ from seedfleet.machine_cpu import cpu_flags, machine
 from seedfleet.server.actor_port import ActorPort, ActorsServer, bounded, port_security
 from seedfleet.server.backend import LocalBackend
 from seedfleet.server.batcher import DynamicBatcher
-from seedfleet.server.checkpoint import CheckpointStore, LearnerCheckpoints, RunSetup
+from seedfleet.server.checkpoint import CheckpointStore, LearnerCheckpoints
 from seedfleet.server.config import LearnerConfig
 from seedfleet.server.env_slots import EnvSlots
 from seedfleet.server.frontends import FrontEnds
@@ -41,6 +41,7 @@ from seedfleet.server.inference import InferenceEngine
 from seedfleet.server.metrics import Metrics, Reporter
 from seedfleet.server.normalization import make_normalization
 from seedfleet.server.progress import RunProgress
+from seedfleet.server.run_setup import RunSetup
 from seedfleet.server.tracking import WandbTracker
 from seedfleet.server.unroll_queue import UnrollQueue
 from seedfleet.stage_clock import StageClock
@@ -142,7 +143,7 @@ class Learner:
         """Wires every part and restores the newest checkpoint (unless `config.fresh`);
         nothing runs yet. With `train` off, sequences are assembled and dropped (the
         bench's serve phase). `flags`: the run's resolved flags, a tracker's config."""
-        logdir = Path(config.logdir or f"runs/{config.env.replace('/', '_')}-{config.algo}-seed{config.seed}")
+        logdir = config.log_dir()
         logdir.mkdir(parents=True, exist_ok=True)
         env_config, frame_skip = env_config_for(config)
         spec = EnvSpec.from_proto(env_config)

@@ -16,7 +16,6 @@ their checksums is skipped with a warning, and the next older one is tried.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -31,28 +30,18 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms.agent import Agent
-from seedfleet.algorithms.network_config import NetworkConfig
-from seedfleet.algorithms.registry import AlgoConfig, Algorithm, algorithm
 from seedfleet.algorithms.trainer import TrainerThread
 from seedfleet.errors import UsageError
-from seedfleet.server.config import LearnerConfig
 from seedfleet.server.metrics import Metrics
 from seedfleet.server.normalization import Normalization
-from seedfleet.settings import config_from
+from seedfleet.server.run_setup import FORMAT, PREFIX, STATE, RunSetup, newest_first, read_state
 
 log = logging.getLogger("seedfleet.checkpoint")
 
-FORMAT = 1
-PREFIX = "ckpt-"
 VARIABLES = "variables"
 TRAINER_STATE = "trainer.npz"
 TRAINER_STATE_NAMES = (TRAINER_STATE, "replay.npz")  # the second: R2D2's replay in checkpoints written before
-STATE = "state.json"
 NORMALIZATION = "normalization"  # state.json's entry of the observation and reward statistics
-
-
-class CheckpointMismatch(Exception):
-    """The newest checkpoint was written for another env, algo or network."""
 
 
 @dataclass
@@ -60,75 +49,6 @@ class Restored:
     path: Path
     state: dict  # state.json
     arrays: dict[str, np.ndarray] | None  # the trainer's state, if the checkpoint has one
-
-
-def _plain(value):
-    """Tuples as lists, as JSON reads them back (so a fresh setup compares equal to a saved one)."""
-    return json.loads(json.dumps(value, default=str))
-
-
-def _shape_defining(value):
-    """A setup entry without what may differ between runs of the same network (the torso's
-    compute dtype, which follows the machine, and whether XLA compiles the training step)."""
-    free = ("compute_dtype", "jit_compile")
-    return {k: v for k, v in value.items() if k not in free} if isinstance(value, dict) else value
-
-
-def _config(cls, saved: dict):
-    """`cls` from its saved fields: lists back to tuples; fields this version no longer has are
-    dropped with a warning (a field it added takes its default)."""
-    dropped = sorted(set(saved) - {f.name for f in dataclasses.fields(cls)})
-    if dropped:
-        log.warning("%s: ignoring saved settings this version does not have: %s", cls.__name__, ", ".join(dropped))
-    return config_from(cls, saved)
-
-
-INPUT_DEFINING = ("normalize_observations",)  # learner settings that change what the network's inputs mean
-
-
-@dataclass(frozen=True)
-class RunSetup:
-    """What a checkpoint records of its run: enough to rebuild the agent (seedfleet eval,
-    export) and to refuse restoring into a learner of another env, algo or network (the
-    agent's hyperparameters may change between runs). Written, compared and read back here."""
-
-    env: str
-    algo: str
-    network: dict
-    agent: dict
-    learner: dict
-
-    @classmethod
-    def of(cls, config: LearnerConfig, algo_config: AlgoConfig, network: NetworkConfig) -> RunSetup:
-        return cls(config.env, config.algo, _plain(dataclasses.asdict(network)),
-                   _plain(dataclasses.asdict(algo_config)), _plain(dataclasses.asdict(config)))
-
-    @classmethod
-    def from_state(cls, state: dict) -> RunSetup:
-        setup = state["setup"]
-        return cls(**{f.name: setup[f.name] for f in dataclasses.fields(cls)})
-
-    def to_state(self) -> dict:
-        return dataclasses.asdict(self)
-
-    def mismatch(self, saved: RunSetup) -> str | None:
-        """Why a checkpoint of `saved` cannot be restored into this run, or None."""
-        for key in ("env", "algo", "network"):
-            theirs, ours = getattr(saved, key), getattr(self, key)
-            if _shape_defining(theirs) != _shape_defining(ours):
-                return f"were written for {key} {theirs}, this learner runs {ours}"
-        for key in INPUT_DEFINING:
-            theirs, ours = saved.learner.get(key, False), self.learner.get(key, False)
-            if theirs != ours:
-                return f"were written with {key} {theirs}, this learner runs {ours}"
-        return None
-
-    def configs(self) -> tuple[LearnerConfig, Algorithm, AlgoConfig, NetworkConfig]:
-        """The learner's config, the algorithm's registry entry (by the name recorded) and the
-        agent's and the network's configs the run was made with."""
-        algo = algorithm(self.algo)
-        return (_config(LearnerConfig, self.learner), algo, _config(algo.config_class, self.agent),
-                _config(NetworkConfig, self.network))
 
 
 def _fsync(path: Path) -> None:
@@ -150,15 +70,7 @@ class CheckpointStore:
 
     def complete(self) -> list[Path]:
         """Checkpoint directories, newest (last written) first."""
-        if not self.directory.is_dir():
-            return []
-        found = [p for p in self.directory.iterdir() if p.is_dir() and p.name.startswith(PREFIX)]
-
-        def written_at(path: Path) -> int:
-            millis = path.name[len(PREFIX):].split("-", 1)[0]
-            return int(millis) if millis.isdigit() else -1
-
-        return sorted(found, key=written_at, reverse=True)
+        return newest_first(self.directory)
 
     def remove_partial(self) -> None:
         """Deletes `.tmp-*` directories left by a save that never finished."""
@@ -205,7 +117,7 @@ class CheckpointStore:
         self.remove_partial()
         for path in self.complete():
             try:
-                state = _read_state(path)
+                state = read_state(path)
             except (OSError, ValueError) as error:
                 log.warning("skipping checkpoint %s: %s", path, error)
                 continue
@@ -218,17 +130,6 @@ class CheckpointStore:
                 continue
             return Restored(path, state, arrays)
         return None
-
-
-def _read_state(path: Path) -> dict:
-    state = json.loads((path / STATE).read_text())
-    if state.get("format") != FORMAT:
-        raise ValueError(f"format {state.get('format')!r}, this learner reads format {FORMAT}")
-    for name, size in state["files"].items():
-        actual = (path / name).stat().st_size
-        if actual != size:
-            raise ValueError(f"{name} has {actual} bytes, {size} were written")
-    return state
 
 
 def _read_arrays(path: Path) -> dict[str, np.ndarray]:
@@ -244,17 +145,17 @@ def _trainer_arrays(path: Path, state: dict) -> dict[str, np.ndarray] | None:
 def read_trainer_arrays(checkpoint: Path) -> dict[str, np.ndarray] | None:
     """The trainer's arrays one checkpoint kept (a replay, with --checkpoint-replay), after the
     checks a restore makes; None if it kept none."""
-    return _trainer_arrays(checkpoint, _read_state(checkpoint))
+    return _trainer_arrays(checkpoint, read_state(checkpoint))
 
 
 def read_setup(checkpoint: Path) -> RunSetup:
     """The run setup of one checkpoint, after the checks a restore makes (format, file sizes)."""
-    return RunSetup.from_state(_read_state(checkpoint))
+    return RunSetup.from_state(read_state(checkpoint))
 
 
 def read_statistics(checkpoint: Path) -> dict:
     """The observation and reward statistics one checkpoint kept ({} if it kept none)."""
-    return _read_state(checkpoint).get(NORMALIZATION, {})
+    return read_state(checkpoint).get(NORMALIZATION, {})
 
 
 def load_variables(checkpoint: Path, objects: dict) -> None:
@@ -289,14 +190,9 @@ class LearnerCheckpoints:
         self.store, self.agent, self.trainer, self.metrics = store, agent, trainer, metrics
         self.setup, self.normalization = setup, normalization or Normalization()
 
-    def _check(self, state: dict) -> None:
-        reason = self.setup.mismatch(RunSetup.from_state(state))
-        if reason:
-            raise CheckpointMismatch(f"the checkpoints in {self.store.directory} {reason}: pass --fresh, "
-                                     "or another --logdir")
-
     def restore(self) -> Restored | None:
-        restored = self.store.restore_latest(self.agent.checkpointed(), self._check)
+        restored = self.store.restore_latest(self.agent.checkpointed(),
+                                              lambda state: self.setup.refuse(self.store.directory, state))
         if restored is None:
             return None
         self.metrics.restore(restored.state["metrics"])

@@ -56,6 +56,10 @@ class LearnerConfig:
     wandb_group: str = ""  # the W&B group, to gather seeds of one experiment
     wandb_name: str = ""  # the W&B run's display name; "": W&B's own
 
+    def log_dir(self) -> Path:
+        """--logdir, or its default runs/<env>-<algo>-seed<seed>."""
+        return Path(self.logdir or f"runs/{self.env.replace('/', '_')}-{self.algo}-seed{self.seed}")
+
     def check(self) -> None:
         """Refuses settings that cannot work on any machine: said before TensorFlow loads."""
         if self.frontends < 0:

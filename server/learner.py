@@ -21,8 +21,8 @@ from seedfleet.algorithms.registry import AlgoConfig, Algorithm
 from seedfleet.errors import UsageError
 from seedfleet.machine_cpu import record_machine
 from seedfleet.server.assembly import Learner, LearnerConfig
-from seedfleet.server.checkpoint import CheckpointMismatch
 from seedfleet.server.metrics import Metrics, write_summary
+from seedfleet.server.run_setup import CheckpointMismatch
 from seedfleet.settings import flag_values, record_config
 
 log = logging.getLogger("seedfleet.learner")

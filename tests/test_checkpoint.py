@@ -9,14 +9,9 @@ import pytest
 import tensorflow as tf
 
 from seedfleet.algorithms.r2d2.replay import PrioritizedReplay
-from seedfleet.server.checkpoint import (
-    CheckpointMismatch,
-    CheckpointStore,
-    LearnerCheckpoints,
-    RunSetup,
-    newest_checkpoint,
-)
+from seedfleet.server.checkpoint import CheckpointStore, LearnerCheckpoints, newest_checkpoint
 from seedfleet.server.metrics import Metrics
+from seedfleet.server.run_setup import CheckpointMismatch, RunSetup
 
 
 class Weights(tf.Module):

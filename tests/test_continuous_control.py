@@ -18,12 +18,13 @@ from seedfleet.algorithms.registry import ALGORITHMS
 from seedfleet.deploy.cli import build_parser
 from seedfleet.deploy.flags import from_flags
 from seedfleet.server.assembly import env_config_for, make_agent
-from seedfleet.server.checkpoint import CheckpointMismatch, CheckpointStore, LearnerCheckpoints, RunSetup
+from seedfleet.server.checkpoint import CheckpointStore, LearnerCheckpoints
 from seedfleet.server.config import EvalConfig, LearnerConfig
 from seedfleet.server.evaluate import play
 from seedfleet.server.export import export
 from seedfleet.server.metrics import Metrics
 from seedfleet.server.normalization import make_normalization
+from seedfleet.server.run_setup import CheckpointMismatch, RunSetup
 from seedfleet.server.saved_policy import load_policy
 from seedfleet.wire import EnvSpec
 

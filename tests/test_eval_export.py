@@ -18,10 +18,11 @@ from seedfleet.algorithms.r2d2.config import VECTOR_OBSERVATION_DEFAULTS
 from seedfleet.algorithms.registry import ALGORITHMS
 from seedfleet.deploy.cli import main
 from seedfleet.server.assembly import LearnerConfig, env_config_for, make_agent
-from seedfleet.server.checkpoint import CheckpointStore, LearnerCheckpoints, RunSetup
+from seedfleet.server.checkpoint import CheckpointStore, LearnerCheckpoints
 from seedfleet.server.config import EvalConfig
 from seedfleet.server.evaluate import play
 from seedfleet.server.metrics import Metrics
+from seedfleet.server.run_setup import RunSetup
 from seedfleet.server.saved_policy import load_policy
 
 

@@ -5,6 +5,7 @@ import json
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -105,12 +106,22 @@ def test_a_killed_learner_resumes_from_its_newest_checkpoint(procs, tmp_path, al
 
 
 def test_checkpoints_of_another_env_stop_the_learner_with_a_clear_error(tmp_path):
+    """`seedfleet learner` and `seedfleet run` refuse such a log dir before TensorFlow loads, as
+    the restore would after; a damaged newest checkpoint is passed over as the restore passes it
+    (here: the older one is CartPole's). --fresh starts anyway."""
+    from test_cli import AT_EXIT
     from test_eval_export import _checkpoint
 
     _checkpoint(tmp_path, "vtrace")  # CartPole
-    learner = Proc(seedfleet("learner", "--env", "Acrobot-v1", "--address", "127.0.0.1:0", "--logdir", str(tmp_path)))
-    assert learner.popen.wait(timeout=120) == 2, learner.output()[-2000:]
-    assert "written for env CartPole-v1, this learner runs Acrobot-v1: pass --fresh" in learner.output()
+    damaged = tmp_path / "checkpoints" / "ckpt-99999999999999-f5"
+    damaged.mkdir()
+    (damaged / "state.json").write_text("{")
+    for command in (["learner", "--address", "127.0.0.1:0"], ["run", "--actors", "1"]):
+        out = subprocess.run([sys.executable, "-c", AT_EXIT, *command, "--env", "Acrobot-v1",
+                              "--logdir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, out.stderr[-2000:]
+        assert "written for env CartPole-v1, this learner runs Acrobot-v1: pass --fresh" in out.stderr
+        assert out.stderr.splitlines()[-1] == "tensorflow loaded: False", out.stderr[-2000:]
     fresh = Proc(seedfleet("learner", "--env", "Acrobot-v1", "--address", "127.0.0.1:0", "--logdir", str(tmp_path),
                            "--fresh", "--max-frames", "1"))
     fresh.wait_for("listening on", timeout=120)
