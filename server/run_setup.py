@@ -140,7 +140,6 @@ def refuse_another_setup(config: LearnerConfig, algo_config: AlgoConfig, network
     for path in newest_first(directory):
         try:
             state = read_state(path)
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError):
             continue  # damaged: the restore skips it with a warning
-        RunSetup.of(config, algo_config, network).refuse(directory, state)
-        return
+        return RunSetup.of(config, algo_config, network).refuse(directory, state)
