@@ -26,10 +26,15 @@ APPO_EVERYWHERE = Presets(algorithm={
 # 2 actors x 32 envs; a batch is all 64 envs' unrolls of 32 steps (2,048 transitions), cut
 # into 16 minibatches of 128 transitions (4 unrolls), 4 passes: 32 steps per 1,024 transitions,
 # twice CleanRL's 8 envs x 128 steps in 4 minibatches x 4 epochs. Adam 2.5e-4 falling linearly
-# to 0 at 40M frames, gradients clipped at 0.5 (all three CleanRL's: ppo_atari.py anneals over
-# its total_timesteps, 10M agent steps = 40M frames), so at the 20M-frame budget the step is half
-# its start; falling to 0 at 20M left sticky Pong's two seeds at +12.9 (BENCHMARKS.md, "The
-# learning-rate horizon"). Acting is synchronous (`--sync-acting`; `--no-sync-acting` turns it
+# to 0 at 20M frames (the default budget, fixed whatever --max-frames says), gradients clipped at
+# 0.5 (CleanRL's ppo_atari.py step and clip; it anneals over its total_timesteps, 40M frames, our
+# horizon until BattleZone-v5 went flat at 14,700 by 10M frames under it). Falling twice as fast
+# (93% of that step at 2.5M frames, 86% at 5M, 67% at 10M) took BattleZone to 18,240 at 10M, with
+# Breakout-v5 at 20.4 at 5M (the kept seeds 19.1 to 21.3) and sticky Pong at -9.7 (the
+# synchronous screens -9.1 and -6.4; ahead of them from 2M to 4M) (BENCHMARKS.md, "The 20M
+# horizon"). Under the earlier Nature-CNN default the same horizon led on Breakout at 20M (122.1
+# against 96.5) and trailed on sticky Pong (+12.9 against +13.9, "The learning-rate horizon").
+# Acting is synchronous (`--sync-acting`; `--no-sync-acting` turns it
 # off): once a batch is complete the actors wait until it is trained on, so each batch is acted
 # by the policy just trained, as in cleanba's synchronous PPO, whose own ablation ends ahead on
 # 6 of 9 games and ahead early on all but BeamRider (vwxyzjn/cleanba,
@@ -54,7 +59,7 @@ APPO_ATARI = ATARI_BUDGET | Presets(
         "minibatches": 16,
         "learning_rate": 2.5e-4,
         "learning_rate_decay": True,
-        "learning_rate_decay_frames": 40_000_000,
+        "learning_rate_decay_frames": 20_000_000,
         "max_grad_norm": 0.5,
         "life_loss_terminal": True,
     },
