@@ -31,7 +31,7 @@ APPO_EVERYWHERE = Presets(algorithm={
 # horizon until BattleZone-v5 went flat at 14,700 by 10M frames under it). Falling twice as fast
 # (93% of that step at 2.5M frames, 86% at 5M, 67% at 10M) took BattleZone to 18,240 at 10M, with
 # Breakout-v5 at 20.4 at 5M (the kept seeds 19.1 to 21.3) and sticky Pong at -9.7 (the
-# synchronous screens -9.1 and -6.4; ahead of them from 2M to 4M) (BENCHMARKS.md, "The 20M
+# synchronous screens -9.1 and -6.4; ahead of both from 2M to 3.5M) (BENCHMARKS.md, "The 20M
 # horizon"). Under the earlier Nature-CNN default the same horizon led on Breakout at 20M (122.1
 # against 96.5) and trailed on sticky Pong (+12.9 against +13.9, "The learning-rate horizon").
 # Acting is synchronous (`--sync-acting`; `--no-sync-acting` turns it
