@@ -34,6 +34,8 @@ APPO_EVERYWHERE = Presets(algorithm={
 # synchronous screens -9.1 and -6.4; ahead of both from 2M to 3.5M) (BENCHMARKS.md, "The 20M
 # horizon"). Under the earlier Nature-CNN default the same horizon led on Breakout at 20M (122.1
 # against 96.5) and trailed on sticky Pong (+12.9 against +13.9, "The learning-rate horizon").
+# Its cost at 10M: NameThisGame-v5 5,299 over two seeds against 5,539, Phoenix-v5 4,269 against
+# 4,512 on seed 0 (BENCHMARKS.md, "DoubleDunk, NameThisGame and Phoenix under the 20M horizon").
 # Acting is synchronous (`--sync-acting`; `--no-sync-acting` turns it
 # off): once a batch is complete the actors wait until it is trained on, so each batch is acted
 # by the policy just trained, as in cleanba's synchronous PPO, whose own ablation ends ahead on
