@@ -40,6 +40,9 @@ class ImpalaAgent(tf.Module):
             raise UsageError(f"--batch-size {config.batch_size} does not split into {config.minibatches} minibatches")
         if config.proximal_clip and config.clip_ratio <= 0:
             raise UsageError("--proximal-clip clips the surrogate's ratio: it needs --clip-ratio above 0")
+        if not 0.0 <= config.advantage_lambda <= 1.0:
+            raise UsageError(f"--advantage-lambda is a trace's lambda in [0, 1] (0: --vtrace-lambda's), got "
+                             f"{config.advantage_lambda}")
         if config.shuffle_transitions:
             check_transition_minibatches(config, network)
         self.config = config

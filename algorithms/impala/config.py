@@ -25,6 +25,9 @@ class ImpalaConfig:
     clip_rho_threshold: float = 1.0  # rho_bar of the V-trace targets
     clip_pg_rho_threshold: float = 1.0  # rho_bar of the policy-gradient advantage
     vtrace_lambda: float = 1.0  # lambda of the V-trace traces c_t
+    # lambda of the traces behind the policy-gradient advantage's v_{t+1} (0: vtrace_lambda); the value
+    # targets keep vtrace_lambda (PPO-DNA's split of GAE's lambda between the policy and the value)
+    advantage_lambda: float = 0.0
     reward_clip: float = 1.0  # rewards are clipped to [-c, c] for training; 0 turns it off
     life_loss_terminal: bool = False  # Atari: training ends the episode at a lost life; returns stay game scores
     normalize_advantages: bool = False  # policy-gradient advantages scaled to mean 0, std 1 over each batch

@@ -180,11 +180,13 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
     else:
         target_values, target_bootstrap, target_log_rhos = values, bootstrap_value, log_rhos
     targets = vtrace_targets(config, target_log_rhos, discounts, rewards, target_values, target_bootstrap)
+    behind_advantages = advantage_vtrace(config, targets, target_log_rhos, discounts, rewards, target_values,
+                                         target_bootstrap)
     count = tf.cast(tf.size(mask), tf.float32)
     if config.clip_ratio > 0:
-        advantages = one_step_advantages(rewards, discounts, targets.vs, target_values, target_bootstrap)
+        advantages = one_step_advantages(rewards, discounts, behind_advantages.vs, target_values, target_bootstrap)
     else:
-        advantages = targets.pg_advantages
+        advantages = behind_advantages.pg_advantages
     advantage_mean, advantage_variance = masked_moments(advantages, mask)
     if config.normalize_advantages:
         advantages = normalized(advantages, mask)
@@ -209,8 +211,10 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
     })
 
 
-def vtrace_targets(config: ImpalaConfig, log_rhos, discounts, rewards, values, bootstrap_value) -> vtrace.VTraceReturns:
-    """V-trace over [T, B] transitions with the config's rho_bar, its policy-gradient rho_bar and lambda."""
+def vtrace_targets(config: ImpalaConfig, log_rhos, discounts, rewards, values, bootstrap_value,
+                   lambda_: float | None = None) -> vtrace.VTraceReturns:
+    """V-trace over [T, B] transitions with the config's rho_bar, its policy-gradient rho_bar and
+    lambda (or `lambda_`)."""
     return vtrace.from_importance_weights(
         log_rhos,
         discounts,
@@ -219,8 +223,21 @@ def vtrace_targets(config: ImpalaConfig, log_rhos, discounts, rewards, values, b
         bootstrap_value,
         clip_rho_threshold=config.clip_rho_threshold,
         clip_pg_rho_threshold=config.clip_pg_rho_threshold,
-        lambda_=config.vtrace_lambda,
+        lambda_=config.vtrace_lambda if lambda_ is None else lambda_,
     )
+
+
+def advantage_vtrace(config: ImpalaConfig, targets: vtrace.VTraceReturns, log_rhos, discounts, rewards, values,
+                     bootstrap_value) -> vtrace.VTraceReturns:
+    """The V-trace whose v_{t+1} the policy-gradient advantage reads: the value targets' own
+    (`targets`), or with `advantage_lambda` a second pass whose traces c_t = lambda_A min(1, pi/mu)
+    are cut sooner. On policy, A_t = r_t + gamma v_{t+1} - V(x_t) weighs the TD error
+    delta_{t+k} by gamma^k lambda^(k-1) for k >= 1 (GAE(lambda)'s (gamma lambda)^k, divided by
+    lambda): a lower lambda_A makes the policy's advantage shorter-sighted and less noisy while
+    the value still learns from the longer targets."""
+    if not config.advantage_lambda or config.advantage_lambda == config.vtrace_lambda:
+        return targets
+    return vtrace_targets(config, log_rhos, discounts, rewards, values, bootstrap_value, config.advantage_lambda)
 
 
 def actor_critic_loss(config: ImpalaConfig, pi: Distribution, pg_loss, values, value_targets, mask,

@@ -30,6 +30,7 @@ from seedfleet.algorithms.agent import Unroll
 from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.impala.loss import (
     actor_critic_loss,
+    advantage_vtrace,
     clipped_surrogate_loss,
     masked_mean,
     masked_moments,
@@ -85,10 +86,11 @@ def unroll_targets(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> 
     behaviour_logp = net.distribution(batch.extras["policy"][:-1]).log_prob(actions)
     log_rhos = tf.where(real, start_logp - behaviour_logp, -np.inf)
     targets = vtrace_targets(config, log_rhos, discounts, rewards, values[:-1], values[-1])
+    behind_advantages = advantage_vtrace(config, targets, log_rhos, discounts, rewards, values[:-1], values[-1])
     states = net.row_states(batch.observation, batch.first, batch.state)
     return {
         "target": targets.vs,
-        "advantage": one_step_advantages(rewards, discounts, targets.vs, values[:-1], values[-1]),
+        "advantage": one_step_advantages(rewards, discounts, behind_advantages.vs, values[:-1], values[-1]),
         "mask": tf.cast(real, tf.float32),
         "state": {name: value[:-1] for name, value in states.items()},
     }
