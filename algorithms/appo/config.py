@@ -29,7 +29,8 @@ APPO_EVERYWHERE = Presets(algorithm={
 # to 0 at 20M frames (the default budget, fixed whatever --max-frames says), gradients clipped at
 # 0.5 (CleanRL's ppo_atari.py step and clip; it anneals over its total_timesteps, 40M frames, our
 # horizon until BattleZone-v5 went flat at 14,700 by 10M frames under it). Falling twice as fast
-# (93% of that step at 2.5M frames, 86% at 5M, 67% at 10M) took BattleZone to 18,240 at 10M, with
+# (93% of that step at 2.5M frames, 86% at 5M, 67% at 10M) took BattleZone to 18,240 and 18,180 at
+# 10M (seeds 0 and 1; seed 1 read 3,030 at 5M under the 40M horizon, 8,950 under this one), with
 # Breakout-v5 at 20.4 at 5M (the kept seeds 19.1 to 21.3) and sticky Pong at -9.7 (the
 # synchronous screens -9.1 and -6.4; ahead of both from 2M to 3.5M) (BENCHMARKS.md, "The 20M
 # horizon"). Under the earlier Nature-CNN default the same horizon led on Breakout at 20M (122.1
