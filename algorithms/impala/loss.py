@@ -232,8 +232,8 @@ def advantage_vtrace(config: ImpalaConfig, targets: vtrace.VTraceReturns, log_rh
     """The V-trace whose v_{t+1} the policy-gradient advantage reads: the value targets' own
     (`targets`), or with `advantage_lambda` a second pass whose traces c_t = lambda_A min(1, pi/mu)
     are cut sooner. On policy, A_t = r_t + gamma v_{t+1} - V(x_t) weighs the TD error
-    delta_{t+k} by gamma^k lambda^(k-1) for k >= 1 (GAE(lambda)'s (gamma lambda)^k, divided by
-    lambda): a lower lambda_A makes the policy's advantage shorter-sighted and less noisy while
+    delta_{t+k} by gamma^k lambda_A^(k-1) for k >= 1 (GAE(lambda_A)'s (gamma lambda_A)^k, divided
+    by lambda_A): a lower lambda_A makes the policy's advantage shorter-sighted and less noisy while
     the value still learns from the longer targets."""
     if not config.advantage_lambda or config.advantage_lambda == config.vtrace_lambda:
         return targets
