@@ -224,8 +224,10 @@ POLICY_HEADS = {DISCRETE: CategoricalHead, BOX: GaussianHead}  # by kind of acti
 
 class PolicyValueNet(tf.Module):
     """Actor-critic network: the policy's distribution parameters and a state value, read off
-    one torso, or (`shared_torso` off, as PPO's MuJoCo setups have it) the value off a torso
-    of its own, so the value loss does not pull on the policy's features."""
+    one torso, or (`shared_torso` off, as PPO's MuJoCo setups and PPO-DNA's Atari networks have
+    it) the value off a torso of its own, so the value loss does not pull on the policy's
+    features. A frame stack is input, not memory: the value's torso reads the stack the
+    policy's keeps in the state."""
 
     def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], actions: ActionSpec, seed=0,
                  obs_dtype: np.dtype = UINT8):
@@ -234,8 +236,8 @@ class PolicyValueNet(tf.Module):
         self.policy = POLICY_HEADS[actions.kind](self.torso.out_size, actions, self.torso.rng, config.initial_log_std)
         self.value_torso = None
         if not config.shared_torso:
-            if self.torso.initial_state(1):
-                raise UsageError("--no-shared-torso is for torsos without state (no LSTM, no frame stacking)")
+            if config.lstm_size:
+                raise UsageError("--no-shared-torso needs a torso without an LSTM: the value's torso keeps no memory")
             self.value_torso = RecurrentTorso(config, obs_shape, seed + 1, obs_dtype=obs_dtype)
         self.value = Linear(self.torso.out_size, 1, 1.0, self.torso.rng)
         self.distribution = self.policy.distribution  # reads the policy's params
@@ -246,7 +248,7 @@ class PolicyValueNet(tf.Module):
     def __call__(self, obs, first, state: State):
         """Returns (policy params [T, B, P], values [T, B], new_state)."""
         features, new_state = self.torso(obs, first, state)
-        value_features = features if self.value_torso is None else self.value_torso(obs, first, {})[0]
+        value_features = features if self.value_torso is None else self.value_torso(obs, first, state)[0]
         return self.policy(features), tf.squeeze(self.value(value_features), -1), new_state
 
     def row_states(self, obs, first, state: State) -> State:

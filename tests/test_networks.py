@@ -8,6 +8,7 @@ from seedfleet.actions import ActionSpec
 from seedfleet.algorithms.image_torsos import ConvTorso, channels_last
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import PolicyValueNet, stack_frames
+from seedfleet.errors import UsageError
 
 
 def reference_stack(frames, first, history):
@@ -66,6 +67,38 @@ def test_atari_net_unroll_equals_single_steps():
     config = NetworkConfig(torso="impala_shallow", lstm_size=16, frame_stack=4)
     logits, values = _run_both_ways(config, (84, 84), obs, first)
     assert logits.shape == (T, B, 3) and values.shape == (T, B)
+
+
+def test_a_value_torso_of_its_own_reads_the_frame_stack_and_leaves_the_policy_alone():
+    """`shared_torso` off on stacked frames: the value's torso sees the stack the policy's keeps
+    (an unroll's values equal those of its steps one by one, each with the state carried on),
+    its weights move the value and not the policy, and an LSTM is still refused."""
+    rng = np.random.default_rng(4)
+    T, B = 5, 2
+    obs = rng.integers(0, 255, (T, B, 84, 84), dtype=np.uint8)
+    first = np.zeros((T, B), bool)
+    first[0] = first[3, 1] = True
+    config = NetworkConfig(torso="impala_shallow", frame_stack=4, shared_torso=False, compute_dtype="float32")
+    net = PolicyValueNet(config, (84, 84), ActionSpec.discrete(3), seed=1)
+    state0 = net.initial_state(B)
+    logits, values, _ = net(tf.constant(obs), tf.constant(first), state0)
+    state, step_values = state0, []
+    for t in range(T):
+        _, value, state = net(tf.constant(obs[t : t + 1]), tf.constant(first[t : t + 1]), state)
+        step_values.append(value[0].numpy())
+    np.testing.assert_allclose(values.numpy(), np.stack(step_values), rtol=1e-4, atol=1e-5)
+    later = np.concatenate([obs[:1], obs], axis=0)  # obs[0] again, now with itself one frame before
+    later_first = np.concatenate([first[:1], np.zeros_like(first)], axis=0)
+    _, later_values, _ = net(tf.constant(later), tf.constant(later_first), state0)
+    assert np.abs(later_values.numpy()[1] - values.numpy()[0]).max() > 1e-6  # the stack, not the frame alone
+    for variable in net.value_torso.trainable_variables:
+        variable.assign(variable * 1.5)
+    moved_logits, moved_values, _ = net(tf.constant(obs), tf.constant(first), state0)
+    np.testing.assert_array_equal(moved_logits.numpy(), logits.numpy())
+    assert np.abs(moved_values.numpy() - values.numpy()).max() > 1e-4
+    with pytest.raises(UsageError, match="LSTM"):
+        PolicyValueNet(NetworkConfig(torso="impala_shallow", frame_stack=4, lstm_size=8, shared_torso=False),
+                       (84, 84), ActionSpec.discrete(3))
 
 
 def test_lstm_state_resets_where_an_episode_opens():
