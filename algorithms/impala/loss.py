@@ -179,9 +179,8 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
         target_log_rhos = tf.where(real, start_logp - behaviour_logp, -np.inf)
     else:
         target_values, target_bootstrap, target_log_rhos = values, bootstrap_value, log_rhos
-    targets = vtrace_targets(config, target_log_rhos, discounts, rewards, target_values, target_bootstrap)
-    behind_advantages = advantage_vtrace(config, targets, target_log_rhos, discounts, rewards, target_values,
-                                         target_bootstrap)
+    targets, behind_advantages = value_and_advantage_vtrace(config, target_log_rhos, discounts, rewards,
+                                                            target_values, target_bootstrap)
     count = tf.cast(tf.size(mask), tf.float32)
     if config.clip_ratio > 0:
         advantages = one_step_advantages(rewards, discounts, behind_advantages.vs, target_values, target_bootstrap)
@@ -227,17 +226,19 @@ def vtrace_targets(config: ImpalaConfig, log_rhos, discounts, rewards, values, b
     )
 
 
-def advantage_vtrace(config: ImpalaConfig, targets: vtrace.VTraceReturns, log_rhos, discounts, rewards, values,
-                     bootstrap_value) -> vtrace.VTraceReturns:
-    """The V-trace whose v_{t+1} the policy-gradient advantage reads: the value targets' own
-    (`targets`), or with `advantage_lambda` a second pass whose traces c_t = lambda_A min(1, pi/mu)
-    are cut sooner. On policy, A_t = r_t + gamma v_{t+1} - V(x_t) weighs the TD error
+def value_and_advantage_vtrace(config: ImpalaConfig, log_rhos, discounts, rewards, values,
+                               bootstrap_value) -> tuple[vtrace.VTraceReturns, vtrace.VTraceReturns]:
+    """The V-trace of the value targets, and the one whose v_{t+1} the policy-gradient advantage
+    reads: the same one, or with `advantage_lambda` a second pass whose traces
+    c_t = lambda_A min(1, pi/mu) are cut sooner. On policy, A_t = r_t + gamma v_{t+1} - V(x_t) weighs the TD error
     delta_{t+k} by gamma^k lambda_A^(k-1) for k >= 1 (GAE(lambda_A)'s (gamma lambda_A)^k, divided
     by lambda_A): a lower lambda_A makes the policy's advantage shorter-sighted and less noisy while
     the value still learns from the longer targets."""
+    targets = vtrace_targets(config, log_rhos, discounts, rewards, values, bootstrap_value)
     if not config.advantage_lambda or config.advantage_lambda == config.vtrace_lambda:
-        return targets
-    return vtrace_targets(config, log_rhos, discounts, rewards, values, bootstrap_value, config.advantage_lambda)
+        return targets, targets
+    return targets, vtrace_targets(config, log_rhos, discounts, rewards, values, bootstrap_value,
+                                   config.advantage_lambda)
 
 
 def actor_critic_loss(config: ImpalaConfig, pi: Distribution, pg_loss, values, value_targets, mask,

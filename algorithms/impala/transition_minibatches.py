@@ -30,7 +30,6 @@ from seedfleet.algorithms.agent import Unroll
 from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.impala.loss import (
     actor_critic_loss,
-    advantage_vtrace,
     clipped_surrogate_loss,
     masked_mean,
     masked_moments,
@@ -38,7 +37,7 @@ from seedfleet.algorithms.impala.loss import (
     one_step_advantages,
     policy_shift,
     transitions,
-    vtrace_targets,
+    value_and_advantage_vtrace,
 )
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import PolicyValueNet
@@ -85,8 +84,8 @@ def unroll_targets(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> 
     start_logp = net.distribution(tf.cast(params[:-1], tf.float32)).log_prob(actions)
     behaviour_logp = net.distribution(batch.extras["policy"][:-1]).log_prob(actions)
     log_rhos = tf.where(real, start_logp - behaviour_logp, -np.inf)
-    targets = vtrace_targets(config, log_rhos, discounts, rewards, values[:-1], values[-1])
-    behind_advantages = advantage_vtrace(config, targets, log_rhos, discounts, rewards, values[:-1], values[-1])
+    targets, behind_advantages = value_and_advantage_vtrace(config, log_rhos, discounts, rewards, values[:-1],
+                                                            values[-1])
     states = net.row_states(batch.observation, batch.first, batch.state)
     return {
         "target": targets.vs,
