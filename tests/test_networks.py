@@ -96,7 +96,7 @@ def test_a_value_torso_of_its_own_reads_the_frame_stack_and_leaves_the_policy_al
     moved_logits, moved_values, _ = net(tf.constant(obs), tf.constant(first), state0)
     np.testing.assert_array_equal(moved_logits.numpy(), logits.numpy())
     assert np.abs(moved_values.numpy() - values.numpy()).max() > 1e-4
-    with pytest.raises(UsageError, match="LSTM"):
+    with pytest.raises(UsageError, match="--lstm-size needs --shared-torso"):
         PolicyValueNet(NetworkConfig(torso="impala_shallow", frame_stack=4, lstm_size=8, shared_torso=False),
                        (84, 84), ActionSpec.discrete(3))
 
