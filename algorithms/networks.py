@@ -238,7 +238,7 @@ class PolicyValueNet(tf.Module):
         if not config.shared_torso:
             if config.lstm_size:
                 raise UsageError("--lstm-size needs --shared-torso: a value torso of its own (--no-shared-torso, "
-                                 "APPO's default on ALE ids and Box envs) keeps no memory")
+                                 "the default on Box envs) keeps no memory")
             self.value_torso = RecurrentTorso(config, obs_shape, seed + 1, obs_dtype=obs_dtype)
         self.value = Linear(self.torso.out_size, 1, 1.0, self.torso.rng)
         self.distribution = self.policy.distribution  # reads the policy's params

@@ -234,9 +234,10 @@ def test_a_discrete_only_algorithm_on_a_box_env_is_one_clear_line(env, capsys):
 
 
 def test_an_lstm_under_a_value_torso_of_its_own_is_one_clear_line(capsys):
-    """APPO's ALE default gives the value a torso of its own, which keeps no memory: --lstm-size
-    alone is refused with the flag that makes it work, before anything serves."""
-    assert main(["learner", "--env", "ALE/Pong-v5", "--lstm-size", "8", "--address", "127.0.0.1:0"]) == 2
+    """A value torso of its own keeps no memory: --lstm-size with it is refused with the flag
+    that makes it work, before anything serves."""
+    assert main(["learner", "--env", "ALE/Pong-v5", "--no-shared-torso", "--lstm-size", "8",
+                 "--address", "127.0.0.1:0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--lstm-size needs --shared-torso" in err[0], err
 
@@ -303,7 +304,6 @@ def test_print_config_shows_every_flag_as_resolved_and_runs_nothing(monkeypatch,
                  "--print-config"]) == 0
     flags = json.loads(capsys.readouterr().out)
     assert flags["algo"] == "appo" and flags["torso"] == "impala_shallow" and flags["envs_per_actor"] == 32
-    assert flags["shared_torso"] is False  # the value reads a torso of its own on ALE ids
     assert flags["life_loss_terminal"] is False and flags["entropy_cost"] == 0.02
     assert flags["target_return"] is None and flags["mlp_sizes"] == [64, 64]
     assert not logdir.exists()

@@ -55,13 +55,6 @@ APPO_EVERYWHERE = Presets(algorithm={
 # torso's curve to the Nature CNN's per frame; Pong has no lives, so it changes nothing there.
 # BENCHMARKS.md: "The shallow torso with 16 minibatches per pass", "Sticky Pong-v5 under the new
 # default, two seeds", "Breakout-v5 under the new default", "A lost life as terminal".
-# The value reads a torso of its own (`--shared-torso` shares the policy's), as PPO-DNA's Atari
-# networks have it, so the value loss no longer pulls on the policy's features: seed 0 of
-# BattleZone-v5 read 20,050 at 8.8M frames (the shared torso's seeds 18,910 and 16,020) and
-# NameThisGame-v5 5,648 at 10M (5,509 and 4,988), the policy's entropy held higher on both. It
-# costs about a third of the learner's throughput (two torsos to train); end to end on 2 cores the
-# actors bound it. BENCHMARKS.md: "A value torso of its own on BattleZone", "NameThisGame-v5 with
-# a value torso of its own", "A value torso of its own becomes the Atari default".
 APPO_ATARI = ATARI_BUDGET | Presets(
     algorithm={
         "unroll_length": 32,
@@ -73,7 +66,7 @@ APPO_ATARI = ATARI_BUDGET | Presets(
         "max_grad_norm": 0.5,
         "life_loss_terminal": True,
     },
-    network={"torso": "impala_shallow", "shared_torso": False},
+    network={"torso": "impala_shallow"},
     learner={"queue_unrolls": 64, "sync_acting": True},
 )
 
