@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from seedfleet.algorithms.layers import Linear, orthogonal
+from seedfleet.algorithms.layers import LayerNorm, Linear, orthogonal
 from seedfleet.errors import UsageError
 
 
@@ -54,6 +54,10 @@ class ConvTorso(tf.Module):
     contiguous frames; one transpose here cuts them into the first conv's blocks (interleaving
     bytes in any earlier op measured several times slower). Every conv runs on blocks of its
     input (`Conv2D`): each kernel of these torsos is whole strides.
+
+    With `layer_norm` (PQN's network, Gallici et al. 2024) every layer's output is normalised
+    before its ReLU: a conv's over its channels at each pixel (as purejaxql's flax LayerNorm
+    over the last axis), the dense layer's over its units; in float32 whatever `dtype` is.
     """
 
     SPECS = {
@@ -64,7 +68,7 @@ class ConvTorso(tf.Module):
     }
 
     def __init__(self, kind: str, image_shape: tuple[int, int, int], rng, dtype: tf.DType = tf.float32,
-                 scale: float = 1.0 / 255):
+                 scale: float = 1.0 / 255, layer_norm: bool = False):
         super().__init__()
         self.dtype, self.scale = dtype, scale
         convs, hidden = self.SPECS[kind]
@@ -77,14 +81,22 @@ class ConvTorso(tf.Module):
             (h, w), c = self.convs[-1].out_size, c_out
         self.fc = Linear(h * w * c, hidden, np.sqrt(2), rng)
         self.out_size = hidden
+        # None, not an empty list, without them: checkpoints of torsos without them keep their layout
+        self.norms = [LayerNorm(c_out) for c_out, _, _ in convs] + [LayerNorm(hidden)] if layer_norm else None
+
+    def _activation(self, x: tf.Tensor, layer: int) -> tf.Tensor:
+        """ReLU of layer `layer`'s output, after its layer normalisation if the torso has them."""
+        if self.norms:
+            x = tf.cast(self.norms[layer](tf.cast(x, tf.float32)), x.dtype)
+        return tf.nn.relu(x)
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         first, *rest = self.convs
         x = tf.cast(image_blocks(x, first.stride, *first.reads), self.dtype) * tf.cast(self.scale, self.dtype)
-        x = tf.nn.relu(first.on_blocks(x))
-        for conv in rest:
-            x = tf.nn.relu(conv.on_blocks(feature_blocks(x, conv.stride, *conv.reads)))
-        return tf.cast(tf.nn.relu(self.fc(tf.reshape(x, [tf.shape(x)[0], -1]))), tf.float32)
+        x = self._activation(first.on_blocks(x), 0)
+        for layer, conv in enumerate(rest, start=1):
+            x = self._activation(conv.on_blocks(feature_blocks(x, conv.stride, *conv.reads)), layer)
+        return tf.cast(self._activation(self.fc(tf.reshape(x, [tf.shape(x)[0], -1])), len(self.convs)), tf.float32)
 
 
 def feature_blocks(x: tf.Tensor, s: int, rows: int, cols: int) -> tf.Tensor:

@@ -15,6 +15,7 @@ class NetworkConfig:
     dense_init: str = "orthogonal"  # mlp and SAC head layers: orthogonal | fan_in_uniform (PyTorch's nn.Linear's)
     shared_torso: bool = True  # actor-critic: the value reads the policy's torso; false: a torso of its own
     initial_log_std: float = 0.0  # Box actions: the Gaussian's log std at the start (the same in every state)
+    layer_norm: bool = False  # conv and mlp torsos: layer normalisation before each activation (PQN's network)
     lstm_size: int = 0  # LSTM core size; 0: none for vtrace; for r2d2 512 (Atari frames), 128 (small images), 64
     frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for [H, W, C] and vectors)
     compute_dtype: str = "auto"  # conv torso arithmetic: float32, bfloat16, or auto (bfloat16 on CPUs with bf16 units)

@@ -137,15 +137,18 @@ class RecurrentTorso(tf.Module):
                 raise UsageError(f"the mlp torso takes vector observations, got shape {obs_shape}")
             if self.frame_stack != 1:
                 raise UsageError("frame stacking is for image observations")
-            self.torso = MLPTorso(obs_shape[0], tuple(config.mlp_sizes), rng, config.activation, config.dense_init)
+            self.torso = MLPTorso(obs_shape[0], tuple(config.mlp_sizes), rng, config.activation, config.dense_init,
+                                  config.layer_norm)
         elif kind in (*ConvTorso.SPECS, "pool"):
             if not is_image(obs_shape):
                 raise UsageError(f"the {kind} torso takes [H, W] or [H, W, C] images, got shape {obs_shape}")
             dtype = config.compute_dtype if config.compute_dtype != "auto" else "float32"
             stack_shape = (*obs_shape[:2], self.frame_stack * (obs_shape[2] if len(obs_shape) == 3 else 1))
             scale = 1.0 / 255 if self.obs_dtype == UINT8 else 1.0
+            if kind == "pool" and config.layer_norm:
+                raise UsageError("--layer-norm normalises a conv or mlp torso's layers: the pool torso has none")
             self.torso = PoolTorso(stack_shape, rng, scale) if kind == "pool" else \
-                ConvTorso(kind, stack_shape, rng, tf.as_dtype(dtype), scale)
+                ConvTorso(kind, stack_shape, rng, tf.as_dtype(dtype), scale, config.layer_norm)
         else:
             raise UsageError(f"unknown torso {config.torso!r}")
         self.kind = kind
@@ -251,6 +254,29 @@ class PolicyValueNet(tf.Module):
         features, new_state = self.torso(obs, first, state)
         value_features = features if self.value_torso is None else self.value_torso(obs, first, state)[0]
         return self.policy(features), tf.squeeze(self.value(value_features), -1), new_state
+
+    def row_states(self, obs, first, state: State) -> State:
+        """The state before each row, [T, B, ...] (RecurrentTorso.row_states)."""
+        return self.torso.row_states(obs, first, state)
+
+
+class QNet(tf.Module):
+    """A Q network: the torso (frame stacking, optional LSTM), then one linear layer of
+    Q(x, a) for each action (PQN's)."""
+
+    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int, seed=0,
+                 obs_dtype: np.dtype = UINT8):
+        super().__init__()
+        self.torso = RecurrentTorso(config, obs_shape, seed, obs_dtype=obs_dtype)
+        self.head = Linear(self.torso.out_size, num_actions, 1.0, self.torso.rng)
+
+    def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
+        return self.torso.initial_state(batch_size)
+
+    def __call__(self, obs, first, state: State):
+        """Returns (q [T, B, A] in float32, new_state)."""
+        features, new_state = self.torso(obs, first, state)
+        return tf.cast(self.head(features), tf.float32), new_state
 
     def row_states(self, obs, first, state: State) -> State:
         """The state before each row, [T, B, ...] (RecurrentTorso.row_states)."""

@@ -1,4 +1,4 @@
-"""Adam and RMSProp with a linear learning-rate decay and global-norm gradient clipping.
+"""Adam, RAdam and RMSProp with a linear learning-rate decay and global-norm gradient clipping.
 
 Plain TensorFlow, so that no process of ours imports Keras (server/native_logs.py keeps
 TensorFlow's own eager import of it out, a quarter of TensorFlow's import time). The updates
@@ -15,6 +15,18 @@ update t = iterations + 1:
     w <- w - alpha_t m / (sqrt(v) + eps)
 
 so eps sits outside the square root and is not bias-corrected (the paper's epsilon-hat).
+
+RAdam (Liu et al. 2020, Algorithm 2; PyTorch's optim.RAdam, which PQN trains with) is Adam
+whose adaptive step is scaled by a rectification r_t that makes up for the variance of v in
+the first updates, and which takes plain momentum steps while that variance is undefined:
+
+    rho_inf = 2 / (1 - b2) - 1        rho_t = rho_inf - 2 t b2^t / (1 - b2^t)
+    rho_t > 5:  r_t = sqrt((rho_t - 4)(rho_t - 2) rho_inf / ((rho_inf - 4)(rho_inf - 2) rho_t))
+                w <- w - lr r_t sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps)
+    else:       w <- w - lr m / (1 - b1^t)
+
+With b2 = 0.999 the first 5 updates are momentum steps, and r_t grows to 0.22 by update 100,
+0.65 by update 1,000 and 0.92 by update 3,000: a warm-up of the step size with no schedule of its own.
 
 RMSProp (TensorFlow 1's, as IMPALA used it), no momentum:
 
@@ -34,13 +46,13 @@ import tensorflow as tf
 
 from seedfleet.errors import UsageError
 
-OPTIMIZERS = ("adam", "rmsprop")
+OPTIMIZERS = ("adam", "radam", "rmsprop")
 ADAM_BETA_1 = 0.9  # Adam's first-moment decay (the paper's and Keras' default)
 ADAM_BETA_2 = 0.999  # Adam's second-moment decay
 
 
 class Optimizer(tf.Module):
-    """Adam or RMSProp over a fixed list of variables, its slots created now (so a checkpoint
+    """Adam, RAdam or RMSProp over a fixed list of variables, its slots created now (so a checkpoint
     restores into them before the first step). Under a `tf.distribute` strategy, create it in
     the strategy's scope and apply it in cross-replica context: each update is computed once
     and written to every device's copy."""
@@ -61,7 +73,7 @@ class Optimizer(tf.Module):
         if decay_steps <= 0:
             self._learning_rate = tf.Variable(learning_rate, dtype=tf.float32, trainable=False, name="learning_rate")
             self._variables.append(self._learning_rate)
-        names = ("momentum", "velocity") if kind == "adam" else ("velocity",)
+        names = ("velocity",) if kind == "rmsprop" else ("momentum", "velocity")
         self._slots = [[tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name=f"{v.name.split(':')[0]}_{n}")
                         for n in names] for v in self._trainable_variables]
         self._variables.extend(slot for slots in self._slots for slot in slots)
@@ -105,17 +117,50 @@ class Optimizer(tf.Module):
             beta_1_power = tf.pow(tf.constant(ADAM_BETA_1), step)
             beta_2_power = tf.pow(tf.constant(ADAM_BETA_2), step)
             rule, scale = self._adam, rate * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+        elif self.kind == "radam":
+            rule, scale = self._adam, self._radam_scales(rate)
         else:
             rule, scale = self._rmsprop, rate
         for grad, variable, slots in zip(grads, self._trainable_variables, self._slots, strict=True):
             rule(variable, grad, scale, *slots)  # mirrored: one value, written to every copy
         self._iterations.assign_add(1)
 
-    def _adam(self, variable: tf.Variable, grad: tf.Tensor, alpha: tf.Tensor, m: tf.Variable, v: tf.Variable) -> None:
+    def _radam_scales(self, rate: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """RAdam's step sizes of update t: (that of m / (sqrt(v) + eps), that of m alone), one of them 0."""
+        step = tf.cast(self._iterations + 1, tf.float32)
+        beta_1_power = tf.pow(tf.constant(ADAM_BETA_1), step)
+        beta_2_power = tf.pow(tf.constant(ADAM_BETA_2), step)
+        rho_inf = 2 / (1 - ADAM_BETA_2) - 1
+        rho = rho_inf - 2 * step * beta_2_power / (1 - beta_2_power)
+        rectified = rho > 5
+        safe_rho = tf.maximum(rho, 5.0)
+        r = tf.sqrt((safe_rho - 4) * (safe_rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * safe_rho))
+        adaptive = rate * r * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+        plain = rate / (1 - beta_1_power)
+        return tf.where(rectified, adaptive, 0.0), tf.where(rectified, 0.0, plain)
+
+    def _adam(self, variable: tf.Variable, grad: tf.Tensor, alpha, m: tf.Variable, v: tf.Variable) -> None:
+        """Adam's update; RAdam's when `alpha` is the pair `_radam_scales` gives."""
         m.assign_add((grad - m) * (1 - ADAM_BETA_1))
         v.assign_add((tf.square(grad) - v) * (1 - ADAM_BETA_2))
-        variable.assign_sub((m * alpha) / (tf.sqrt(v) + self.epsilon))
+        if isinstance(alpha, tuple):
+            adaptive, plain = alpha
+            variable.assign_sub((m * adaptive) / (tf.sqrt(v) + self.epsilon) + m * plain)
+        else:
+            variable.assign_sub((m * alpha) / (tf.sqrt(v) + self.epsilon))
 
     def _rmsprop(self, variable: tf.Variable, grad: tf.Tensor, rate: tf.Tensor, v: tf.Variable) -> None:
         v.assign(self.rho * v + (1 - self.rho) * tf.square(grad))
         variable.assign_sub((rate * grad) / tf.sqrt(v + self.epsilon))
+
+
+def decay_learner_steps(decay: bool, decay_frames: int, max_frames: int, frames_per_step: int) -> int:
+    """Learner steps over which the learning rate falls to 0 (0: it stays constant): to
+    `decay_frames`, or to `max_frames` without them, at `frames_per_step` frames per learner step."""
+    if not decay:
+        return 0
+    horizon = decay_frames or max_frames
+    if not horizon:
+        raise UsageError("--learning-rate-decay falls to 0 at --max-frames: set --max-frames "
+                         "(or --learning-rate-decay-frames)")
+    return horizon // frames_per_step

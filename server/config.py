@@ -17,7 +17,7 @@ VIDEO_SUFFIXES = (".gif", ".mp4")  # what `seedfleet eval --video` writes
 class LearnerConfig:
     env: str = "CartPole-v1"  # an id of any env family: gymnasium (discrete or Box), MuJoCo, ALE, MinAtar, Catch
     env_options: str = ""  # the env family's settings over the id's, NAME=VALUE,... (ALE: full_action_space=true)
-    algo: str = "vtrace"  # the agent: vtrace (IMPALA), appo (IMPALA trained as PPO), r2d2, or sac (Box actions)
+    algo: str = "vtrace"  # the agent: vtrace (IMPALA), appo (IMPALA trained as PPO), pqn, r2d2, or sac (Box actions)
     address: str = "[::]:8470"  # where to listen: host:port (port 0 picks one) or unix:PATH
     seed: int = 0  # seeds the network, action sampling and the envs
     logdir: str = ""  # TensorBoard and summary.json; default runs/<env>-<algo>-seed<seed>

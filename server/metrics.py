@@ -239,6 +239,7 @@ class Reporter:
         "policy_entropy": "policy/entropy",
         "state_information": "policy/state_information",  # I(state; action): 0 for a policy blind to its input
         "action_std": "policy/action_std",  # Box actions: the Gaussian's std, averaged over dimensions
+        "epsilon": "policy/epsilon",  # PQN: the training envs' exploration rate
         "alpha": "sac/alpha",  # SAC: the entropy temperature
         "q_mean": "sac/q",  # SAC: the critics' mean Q on replayed transitions
         "critic_loss": "loss/critic",  # SAC: the twin critics' squared TD error
