@@ -127,16 +127,17 @@ class Optimizer(tf.Module):
 
     def _radam_scales(self, rate: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """RAdam's step sizes of update t: (that of m / (sqrt(v) + eps), that of m alone), one of them 0."""
-        step = tf.cast(self._iterations + 1, tf.float32)
-        beta_1_power = tf.pow(tf.constant(ADAM_BETA_1), step)
-        beta_2_power = tf.pow(tf.constant(ADAM_BETA_2), step)
+        # in float64: rho_t is a small difference of numbers near rho_inf (1,999) in the first updates
+        step = tf.cast(self._iterations + 1, tf.float64)
+        beta_1_power = tf.pow(tf.constant(ADAM_BETA_1, tf.float64), step)
+        beta_2_power = tf.pow(tf.constant(ADAM_BETA_2, tf.float64), step)
         rho_inf = 2 / (1 - ADAM_BETA_2) - 1
         rho = rho_inf - 2 * step * beta_2_power / (1 - beta_2_power)
         rectified = rho > 5
         safe_rho = tf.maximum(rho, 5.0)
         r = tf.sqrt((safe_rho - 4) * (safe_rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * safe_rho))
-        adaptive = rate * r * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power)
-        plain = rate / (1 - beta_1_power)
+        adaptive = tf.cast(r * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power), tf.float32) * rate
+        plain = tf.cast(1 / (1 - beta_1_power), tf.float32) * rate
         return tf.where(rectified, adaptive, 0.0), tf.where(rectified, 0.0, plain)
 
     def _adam(self, variable: tf.Variable, grad: tf.Tensor, alpha, m: tf.Variable, v: tf.Variable) -> None:

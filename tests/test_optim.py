@@ -1,4 +1,4 @@
-"""Adam and RMSProp (algorithms/optim.py) against plain NumPy loops of their equations."""
+"""Adam, RAdam and RMSProp (algorithms/optim.py) against plain NumPy loops of their equations."""
 
 import numpy as np
 import pytest
@@ -30,6 +30,40 @@ def numpy_rmsprop(w, grads, lr, decay_steps, eps, rho):
         v = rho * v + (1 - rho) * g * g
         w = w - rate * g / np.sqrt(v + eps)
     return w
+
+
+def numpy_radam(w, grads, lr, decay_steps, eps, b1=0.9, b2=0.999):
+    """Liu et al. (2020), Algorithm 2: momentum steps while rho_t <= 5, then Adam's step times
+    the rectification r_t (eps outside the square root, as PyTorch's RAdam)."""
+    m, v = np.zeros_like(w), np.zeros_like(w)
+    rho_inf = 2 / (1 - b2) - 1
+    for t, g in enumerate(grads, start=1):
+        rate = lr * (1 - min(t - 1, decay_steps) / decay_steps) if decay_steps else lr
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        m_hat = m / (1 - b1**t)
+        rho = rho_inf - 2 * t * b2**t / (1 - b2**t)
+        if rho > 5:
+            r = np.sqrt((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho))
+            w = w - rate * r * m_hat * np.sqrt(1 - b2**t) / (np.sqrt(v) + eps)
+        else:
+            w = w - rate * m_hat
+    return w
+
+
+@pytest.mark.parametrize("decay_steps", [0, 6])
+def test_radam_takes_momentum_steps_then_rectified_adam_steps(decay_steps):
+    """Eight updates: the first five are plain momentum steps (rho_t <= 5), the rest rectified."""
+    grads = [np.random.default_rng(t).normal(size=(2, 2)) for t in range(8)]
+    start = np.array([[1.0, -2.0], [0.5, 3.0]])
+    variable = tf.Variable(start, dtype=tf.float32)
+    opt = optim.Optimizer("radam", [variable], learning_rate=0.1, epsilon=0.01, decay_steps=decay_steps)
+    for t, g in enumerate(grads, start=1):
+        opt.apply_clipped([tf.constant(g, tf.float32)])
+        np.testing.assert_allclose(variable.numpy(), numpy_radam(start, grads[:t], 0.1, decay_steps, 0.01),
+                                   rtol=1e-5, atol=1e-6, err_msg=f"update {t}")
+    assert not np.allclose(numpy_radam(start, grads, 0.1, decay_steps, 0.01),
+                           numpy_adam(start, grads, 0.1, decay_steps, 0.01))
 
 
 @pytest.mark.parametrize("kind,decay_steps", [("adam", 0), ("adam", 2), ("rmsprop", 0), ("rmsprop", 4)])
@@ -64,5 +98,5 @@ def test_clipping_scales_to_the_global_norm_and_a_non_finite_gradient_changes_no
 
 
 def test_an_unknown_optimizer_is_a_usage_error():
-    with pytest.raises(UsageError, match="unknown optimizer 'sgd'; choose from adam, rmsprop"):
+    with pytest.raises(UsageError, match="unknown optimizer 'sgd'; choose from adam, radam, rmsprop"):
         optim.Optimizer("sgd", [tf.Variable(1.0)], 0.1, 1e-8)
