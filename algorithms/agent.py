@@ -16,6 +16,13 @@ from seedfleet.errors import UsageError
 
 Array = Any  # a NumPy array or a tf.Tensor
 
+EVAL_EPSILON = 0.001  # exploration of the evaluation envs of epsilon-greedy agents (R2D2, PQN)
+
+
+def over_steps(steps: list[dict[str, float]], name: str) -> float:
+    """A metric over a pass's learner-step metrics: the maximum for "..._max" names, else the mean."""
+    return float((np.max if name.endswith("_max") else np.mean)([step[name] for step in steps]))
+
 
 @dataclass(frozen=True)
 class AgentContext:

@@ -118,7 +118,7 @@ class Optimizer(tf.Module):
             beta_2_power = tf.pow(tf.constant(ADAM_BETA_2), step)
             rule, scale = self._adam, rate * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power)
         elif self.kind == "radam":
-            rule, scale = self._adam, self._radam_scales(rate)
+            rule, scale = self._radam, self._radam_scales(rate)
         else:
             rule, scale = self._rmsprop, rate
         for grad, variable, slots in zip(grads, self._trainable_variables, self._slots, strict=True):
@@ -140,15 +140,22 @@ class Optimizer(tf.Module):
         plain = tf.cast(1 / (1 - beta_1_power), tf.float32) * rate
         return tf.where(rectified, adaptive, 0.0), tf.where(rectified, 0.0, plain)
 
-    def _adam(self, variable: tf.Variable, grad: tf.Tensor, alpha, m: tf.Variable, v: tf.Variable) -> None:
-        """Adam's update; RAdam's when `alpha` is the pair `_radam_scales` gives."""
+    @staticmethod
+    def _moments(grad: tf.Tensor, m: tf.Variable, v: tf.Variable) -> None:
+        """Adam's (and RAdam's) running first and second moments of the gradient."""
         m.assign_add((grad - m) * (1 - ADAM_BETA_1))
         v.assign_add((tf.square(grad) - v) * (1 - ADAM_BETA_2))
-        if isinstance(alpha, tuple):
-            adaptive, plain = alpha
-            variable.assign_sub((m * adaptive) / (tf.sqrt(v) + self.epsilon) + m * plain)
-        else:
-            variable.assign_sub((m * alpha) / (tf.sqrt(v) + self.epsilon))
+
+    def _adam(self, variable: tf.Variable, grad: tf.Tensor, alpha: tf.Tensor, m: tf.Variable, v: tf.Variable) -> None:
+        self._moments(grad, m, v)
+        variable.assign_sub((m * alpha) / (tf.sqrt(v) + self.epsilon))
+
+    def _radam(self, variable: tf.Variable, grad: tf.Tensor, scales: tuple[tf.Tensor, tf.Tensor], m: tf.Variable,
+               v: tf.Variable) -> None:
+        """RAdam's update with the pair of step sizes `_radam_scales` gives (one of them 0)."""
+        adaptive, plain = scales
+        self._moments(grad, m, v)
+        variable.assign_sub((m * adaptive) / (tf.sqrt(v) + self.epsilon) + m * plain)
 
     def _rmsprop(self, variable: tf.Variable, grad: tf.Tensor, rate: tf.Tensor, v: tf.Variable) -> None:
         v.assign(self.rho * v + (1 - self.rho) * tf.square(grad))

@@ -4,7 +4,6 @@ and CartPole learnt in process."""
 
 import numpy as np
 import pytest
-import tensorflow as tf
 from in_process import train
 
 from seedfleet.actions import ActionSpec
@@ -63,7 +62,8 @@ def forward_view_targets(batch, config: PQNConfig) -> np.ndarray:
                 total, scale = 0.0, 1.0
                 for k in range(n):
                     total += scale * reward[t + k + 1]
-                    ends = batch.terminated[b, t + k + 1] or (config.life_loss_terminal and batch.life_lost[b, t + k + 1])
+                    row = t + k + 1
+                    ends = batch.terminated[b, row] or (config.life_loss_terminal and batch.life_lost[b, row])
                     scale *= 0.0 if ends else config.discount
                 return total + scale * batch.extras["value"][b, t + n]
 

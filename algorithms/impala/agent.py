@@ -10,11 +10,11 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms import optim
-from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
+from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, over_steps, time_major
 from seedfleet.algorithms.distribute import DataParallel
 from seedfleet.algorithms.graph import graph_function
 from seedfleet.algorithms.impala.config import ImpalaConfig
-from seedfleet.algorithms.impala.loss import impala_loss, masked_mean
+from seedfleet.algorithms.impala.loss import impala_loss, policy_lag
 from seedfleet.algorithms.impala.transition_minibatches import (
     Transitions,
     check_transition_minibatches,
@@ -100,15 +100,11 @@ class ImpalaAgent(tf.Module):
                     minibatch = tf.nest.map_structure(lambda v, rows=part: v[rows], data)
                 steps.append({k: float(v) for k, v in self._step(self.devices.shard(minibatch)).items()})
             passes.append(steps)
-
-        def over(steps: list[dict], name: str) -> float:
-            return float((np.max if name.endswith("_max") else np.mean)([step[name] for step in steps]))
-
-        metrics = {name: over(passes[0], name) for name in passes[0][0]}
+        metrics = {name: over_steps(passes[0], name) for name in passes[0][0]}
         metrics["skipped_steps"] = float(sum(step["skipped_steps"] for steps in passes for step in steps))
         if self.config.epochs > 1:
             for name in ("mean_rho", "approx_kl", "clip_fraction"):
-                metrics[f"policy/last_epoch_{name}"] = over(passes[-1], f"policy/{name}")
+                metrics[f"policy/last_epoch_{name}"] = over_steps(passes[-1], f"policy/{name}")
         metrics["learning_rate"] = float(self.optimizer.learning_rate())
         return metrics
 
@@ -185,10 +181,8 @@ class ImpalaAgent(tf.Module):
         return tape.gradient(loss, self.net.trainable_variables), {**metrics, **lag}
 
     def _lag(self, policy_version: tf.Tensor, mask: tf.Tensor) -> dict:
-        """The policy lag: learner steps (batches of `updates_per_batch` updates) between the
-        policy that acted and this one, mean and max over the real transitions (mask 1)."""
-        lag = tf.cast(self.optimizer.iterations - policy_version, tf.float32) / self.updates_per_batch
-        return {"policy/lag": masked_mean(lag, mask), "policy/lag_max": tf.reduce_max(tf.where(mask > 0, lag, 0.0))}
+        """The policy lag of these transitions against the learner's update count (loss.policy_lag)."""
+        return policy_lag(self.optimizer.iterations, policy_version, mask, self.updates_per_batch)
 
     def _update(self, minibatch: Unroll) -> dict:
         """One gradient step on a minibatch (one device) or its shards (several): the metrics

@@ -54,6 +54,14 @@ def masked_mean(x: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     return tf.reduce_sum(mask * x) / tf.maximum(tf.reduce_sum(mask), 1.0)
 
 
+def policy_lag(iterations: tf.Tensor, policy_version: tf.Tensor, mask: tf.Tensor, updates_per_batch: int) -> dict:
+    """The policy lag: learner steps (batches of `updates_per_batch` updates) between the policy
+    that acted (the optimizer's update count then) and this one, mean and max over the real
+    transitions (mask 1)."""
+    lag = tf.cast(iterations - policy_version, tf.float32) / updates_per_batch
+    return {"policy/lag": masked_mean(lag, mask), "policy/lag_max": tf.reduce_max(tf.where(mask > 0, lag, 0.0))}
+
+
 def masked_moments(x: tf.Tensor, mask: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """Mean and (population) variance of x over the transitions where mask is 1."""
     mean = masked_mean(x, mask)

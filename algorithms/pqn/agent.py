@@ -14,17 +14,15 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms import optim
-from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature
+from seedfleet.algorithms.agent import EVAL_EPSILON, AgentContext, SequenceLayout, Unroll, act_signature, over_steps
 from seedfleet.algorithms.distribute import DataParallel
 from seedfleet.algorithms.graph import graph_function
-from seedfleet.algorithms.impala.loss import masked_mean
+from seedfleet.algorithms.impala.loss import policy_lag
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import QNet
 from seedfleet.algorithms.pqn.config import PQNConfig
 from seedfleet.algorithms.pqn.loss import pqn_loss, q_lambda_targets
 from seedfleet.errors import UsageError
-
-EVAL_EPSILON = 0.001  # exploration of evaluation envs (R2D2's too)
 
 
 def check_config(config: PQNConfig, network: NetworkConfig) -> None:
@@ -129,8 +127,7 @@ class PQNAgent(tf.Module):
                 minibatch = tf.nest.map_structure(lambda v, rows=rows: v[rows], transitions)
                 steps.append({k: float(v) for k, v in self._step(self.devices.shard(minibatch)).items()})
             passes.append(steps)
-        metrics = {name: float(np.mean([step[name] for step in passes[0]])) for name in passes[0][0]}
-        metrics["policy/lag_max"] = max(step["policy/lag_max"] for step in passes[0])
+        metrics = {name: over_steps(passes[0], name) for name in passes[0][0]}
         metrics["skipped_steps"] = float(sum(step["skipped_steps"] for steps in passes for step in steps))
         metrics["learning_rate"] = float(self.optimizer.learning_rate())
         metrics["policy/epsilon"] = epsilon
@@ -165,10 +162,9 @@ class PQNAgent(tf.Module):
         with tf.GradientTape() as tape:
             q, _ = self.net(minibatch["observation"][None], minibatch["first"][None], minibatch["state"])
             loss, metrics = pqn_loss(q[0], minibatch["action"], minibatch["target"], minibatch["mask"])
-        mask = tf.cast(minibatch["mask"], tf.float32)
-        lag = tf.cast(self.optimizer.iterations - minibatch["policy_version"], tf.float32) / self.updates_per_batch
-        metrics = {**metrics, "policy/lag": masked_mean(lag, mask),
-                   "policy/lag_max": tf.reduce_max(tf.where(mask > 0, lag, 0.0))}
+        lag = policy_lag(self.optimizer.iterations, minibatch["policy_version"],
+                         tf.cast(minibatch["mask"], tf.float32), self.updates_per_batch)
+        metrics = {**metrics, **lag}
         return tape.gradient(loss, self.net.trainable_variables), metrics
 
     def _update(self, minibatch: dict) -> dict:

@@ -12,15 +12,13 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms import optim
-from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, time_major
+from seedfleet.algorithms.agent import EVAL_EPSILON, AgentContext, SequenceLayout, Unroll, act_signature, time_major
 from seedfleet.algorithms.distribute import DataParallel
 from seedfleet.algorithms.graph import graph_function
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import DuelingQNet
 from seedfleet.algorithms.r2d2.config import R2D2Config
 from seedfleet.algorithms.r2d2.loss import q_of_actions, r2d2_loss, sequence_priorities, sequence_td
-
-EVAL_EPSILON = 0.001  # exploration of evaluation envs
 
 
 class R2D2Agent(tf.Module):
