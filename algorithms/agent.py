@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.actions import ActionSpec
+from seedfleet.algorithms.graph import graph_function
 from seedfleet.errors import UsageError
 
 Array = Any  # a NumPy array or a tf.Tensor
@@ -83,6 +84,14 @@ class Agent(Protocol):
     def assign_envs(self, lo: int, hi: int, evaluation: bool) -> None: ...
 
     def checkpointed(self) -> dict[str, tf.Module | tf.Variable]: ...
+
+
+def acting_graphs(act: Callable, policy: Callable, env: AgentContext, state: dict[str, np.ndarray]
+                  ) -> tuple[Callable, Callable]:
+    """An agent's `act` and `policy` as graphs for any batch size of `env`'s observations, with
+    agent state shaped like `state`'s."""
+    signature = act_signature(env.obs_shape, env.obs_dtype, state)
+    return graph_function(act, input_signature=signature), graph_function(policy, input_signature=signature)
 
 
 def act_signature(obs_shape: tuple[int, ...], obs_dtype: np.dtype, state: dict[str, np.ndarray]) -> list:

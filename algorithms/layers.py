@@ -68,3 +68,9 @@ class LayerNorm(tf.Module):
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
         return (x - mean) * tf.math.rsqrt(variance + self.EPSILON) * self.scale + self.offset
+
+
+def copy_variables(sources: list[tf.Variable], targets: list[tf.Variable]) -> None:
+    """Sets each target variable to its source, in order (target networks' hard copies)."""
+    for target, source in zip(targets, sources, strict=True):
+        target.assign(source)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from seedfleet.actions import BOX, DISCRETE, ActionSpec
 from seedfleet.algorithms.appo.config import appo_presets
 from seedfleet.algorithms.impala.config import ImpalaConfig, vtrace_presets
+from seedfleet.algorithms.iqn.config import IQNConfig, iqn_presets
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.pqn.config import PQNConfig, pqn_presets
 from seedfleet.algorithms.r2d2.config import R2D2Config, r2d2_presets
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from seedfleet.algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
     from seedfleet.stage_clock import StageClock
 
-AlgoConfig = ImpalaConfig | PQNConfig | R2D2Config | SACConfig
+AlgoConfig = ImpalaConfig | IQNConfig | PQNConfig | R2D2Config | SACConfig
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,8 @@ ALGORITHMS: dict[str, Algorithm] = {
     "appo": Algorithm("appo", ImpalaConfig, appo_presets, IMPALA_BUILDER, lambda _: 1.0, (DISCRETE, BOX)),
     "r2d2": Algorithm("r2d2", R2D2Config, r2d2_presets, "seedfleet.algorithms.r2d2.builder",
                       lambda config: config.replay_ratio),
+    "iqn": Algorithm("iqn", IQNConfig, iqn_presets, "seedfleet.algorithms.iqn.builder",
+                     lambda config: config.replay_ratio * config.unroll_length),
     "pqn": Algorithm("pqn", PQNConfig, pqn_presets, "seedfleet.algorithms.pqn.builder", lambda _: 1.0),
     "sac": Algorithm("sac", SACConfig, sac_presets, "seedfleet.algorithms.sac.builder",
                      lambda config: config.replay_ratio * config.batch_size, (BOX,)),

@@ -114,15 +114,16 @@ def test_acting_is_epsilon_greedy_and_evaluation_envs_are_greedy():
     obs = np.random.default_rng(0).normal(size=(4, 4)).astype(np.float32)
     ids = np.arange(4, dtype=np.int32)
     state = agent.initial_state(4)
-    training, greedy = set(), set()
+    training, greedy = set(), []
     for _ in range(60):
         actions, extras, _ = agent.act(obs, np.zeros(4, np.float32), np.ones(4, bool), ids, state)
         q, _ = agent.policy(obs, np.zeros(4, np.float32), np.ones(4, bool), ids, state)[1:]
         np.testing.assert_allclose(extras["value"].numpy(), q.numpy().max(axis=1), rtol=1e-6)
         training.update(int(a) for a in actions[:2])
-        greedy.update(int(a) == int(np.argmax(q[i])) for i, a in zip((2, 3), actions.numpy()[2:], strict=True))
+        greedy.extend(int(a) == int(np.argmax(q[i])) for i, a in zip((2, 3), actions.numpy()[2:], strict=True))
     assert training == set(range(A))  # epsilon 1: every action
-    assert greedy == {True}  # epsilon 0.001: 120 greedy picks but for about one chance in eight
+    # epsilon 0.001: of 120 picks, 3 or more random ones come once in about 4,000 runs
+    assert greedy.count(False) <= 2
     agent.assign_envs(2, 4, evaluation=False)
     assert not agent.evaluating.numpy().any()
 

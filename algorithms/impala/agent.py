@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms import optim
-from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature, over_steps, time_major
+from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, acting_graphs, over_steps, time_major
 from seedfleet.algorithms.distribute import DataParallel
 from seedfleet.algorithms.graph import graph_function
 from seedfleet.algorithms.impala.config import ImpalaConfig
@@ -63,9 +63,7 @@ class ImpalaAgent(tf.Module):
         params = self.net.distribution.params_size(env.actions.size)
         self.extras_spec = {"policy": ((params,), np.dtype(np.float32)),
                             "policy_version": ((), np.dtype(np.int64))}
-        signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
-        self.act = graph_function(self._act, input_signature=signature)
-        self.policy = graph_function(self._policy, input_signature=signature)
+        self.act, self.policy = acting_graphs(self._act, self._policy, env, self.initial_state(1))
         gradients = self._shard_transition_gradients if config.shuffle_transitions else self._shard_gradients
         self._step, self._gradients = self.devices.compile(self._update, gradients, jit_compile=network.jit_compile)
         self._outputs = graph_function(lambda shards: self.devices.run(self._shard_outputs, shards))

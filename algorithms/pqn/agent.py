@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms import optim
-from seedfleet.algorithms.agent import EVAL_EPSILON, AgentContext, SequenceLayout, Unroll, act_signature, over_steps
+from seedfleet.algorithms.agent import EVAL_EPSILON, AgentContext, SequenceLayout, Unroll, acting_graphs, over_steps
 from seedfleet.algorithms.distribute import DataParallel
 from seedfleet.algorithms.graph import graph_function
 from seedfleet.algorithms.impala.loss import policy_lag
@@ -65,9 +65,7 @@ class PQNAgent(tf.Module):
         self.evaluating = tf.Variable(np.zeros(env.max_envs, bool), trainable=False, name="evaluating")
         # frames trained on per update, so that epsilon follows the frames through the update count
         self.frames_per_update = config.batch_size * config.unroll_length * env.frame_skip / self.updates_per_batch
-        signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
-        self.act = graph_function(self._act, input_signature=signature)
-        self.policy = graph_function(self._policy, input_signature=signature)
+        self.act, self.policy = acting_graphs(self._act, self._policy, env, self.initial_state(1))
         self._step, self._gradients = self.devices.compile(self._update, self._shard_gradients,
                                                             jit_compile=network.jit_compile)
         self._row_states = graph_function(self._batch_row_states)

@@ -12,9 +12,10 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms import optim
-from seedfleet.algorithms.agent import EVAL_EPSILON, AgentContext, SequenceLayout, Unroll, act_signature, time_major
+from seedfleet.algorithms.agent import EVAL_EPSILON, AgentContext, SequenceLayout, Unroll, acting_graphs, time_major
 from seedfleet.algorithms.distribute import DataParallel
 from seedfleet.algorithms.graph import graph_function
+from seedfleet.algorithms.layers import copy_variables
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import DuelingQNet
 from seedfleet.algorithms.r2d2.config import R2D2Config
@@ -40,9 +41,7 @@ class R2D2Agent(tf.Module):
         self.training_epsilons = np.zeros(env.max_envs, np.float32)
         self.steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="learner_steps")
         self._copy_target()
-        signature = act_signature(env.obs_shape, env.obs_dtype, self.initial_state(1))
-        self.act = graph_function(self._act, input_signature=signature)
-        self.policy = graph_function(self._policy, input_signature=signature)
+        self.act, self.policy = acting_graphs(self._act, self._policy, env, self.initial_state(1))
         self._step, self._gradients = self.devices.compile(self._learn, self._shard_gradients,
                                                             jit_compile=network.jit_compile)
         self.initial_priorities = graph_function(self._initial_priorities)
@@ -70,8 +69,7 @@ class R2D2Agent(tf.Module):
         self.epsilons[lo:hi].assign(values)
 
     def _copy_target(self) -> None:
-        for target, online in zip(self.target.trainable_variables, self.online.trainable_variables, strict=True):
-            target.assign(online)
+        copy_variables(self.online.trainable_variables, self.target.trainable_variables)
 
     def _q(self, obs, reward, first, state):
         net_state = {k: v for k, v in state.items() if k != "prev_action"}

@@ -27,10 +27,9 @@ import tensorflow as tf
 
 from seedfleet.actions import BOX
 from seedfleet.algorithms import optim
-from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, act_signature
+from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, acting_graphs
 from seedfleet.algorithms.distribute import DataParallel
-from seedfleet.algorithms.graph import graph_function
-from seedfleet.algorithms.layers import Linear
+from seedfleet.algorithms.layers import Linear, copy_variables
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import MLPTorso
 from seedfleet.algorithms.sac.config import SACConfig
@@ -110,8 +109,7 @@ class SACAgent(tf.Module):
                                                    config.policy_learning_rate, ADAM_EPSILON)
             self.critic_optimizer = optim.Optimizer("adam", self.critic_variables, config.q_learning_rate, ADAM_EPSILON)
             self.alpha_optimizer = optim.Optimizer("adam", [self.log_alpha], config.q_learning_rate, ADAM_EPSILON)
-        for target, online in zip(self.target_variables, self.critic_variables, strict=True):
-            target.assign(online)
+        copy_variables(self.critic_variables, self.target_variables)
         # rows x_t .. x_{t+n}; consecutive sequences of an env share n rows, so one starts at each step
         self.layout = SequenceLayout(config.n_step, overlap=config.n_step)
         self.updates = config.updates_per_call
@@ -121,9 +119,7 @@ class SACAgent(tf.Module):
         self.evaluation = tf.Variable(np.zeros(env.max_envs, bool), trainable=False, name="evaluation")
         self.acted = tf.Variable(0, dtype=tf.int64, trainable=False, name="acted")  # training env steps
         self.noise = tf.Variable(np.zeros((env.max_envs, size), np.float32), trainable=False, name="noise")
-        signature = act_signature(env.obs_shape, env.obs_dtype, {})
-        self.act = graph_function(self._act, input_signature=signature)
-        self.policy = graph_function(self._policy, input_signature=signature)
+        self.act, self.policy = acting_graphs(self._act, self._policy, env, {})
         self._step, self._critic_gradients, self._actor_gradients = self.devices.compile(
             self._update, self._shard_critic_gradients, self._shard_actor_gradients, jit_compile=network.jit_compile)
 
