@@ -140,6 +140,9 @@ def test_acting_counts_training_steps_and_evaluation_envs_are_greedy():
         training.update(int(a) for a in actions[:2])
         evaluation.extend(int(a) for a in actions[2:])
     assert training == set(range(A))  # epsilon 1 in the warm-up: every action
+    # the greedy policy reads Q at fixed fractions: the same state, the same values
+    first_q, again_q = (agent.policy(obs, np.zeros(4, np.float32), np.ones(4, bool), ids, state)[1] for _ in range(2))
+    np.testing.assert_array_equal(first_q.numpy(), again_q.numpy())
     assert int(agent.env_steps) == 120  # the two training envs' steps only
     # epsilon 0.001: of 120 picks, 3 or more random ones come once in about 4,000 runs
     assert sum(a != 1 for a in evaluation) <= 2

@@ -94,9 +94,9 @@ class IQNAgent(tf.Module):
     def _copy_target(self) -> None:
         copy_variables(self.online.trainable_variables, self.target.trainable_variables)
 
-    def _greedy(self, obs, first, state):
+    def _greedy(self, obs, first, state, spread: bool = False):
         features, new_state = self.online.features(obs, first, state)
-        q = self.online.q_values(features, self.config.num_quantile_samples)
+        q = self.online.q_values(features, self.config.num_quantile_samples, spread)
         return tf.argmax(q, axis=-1, output_type=tf.int32), q, new_state
 
     def _act(self, obs, reward, first, env_ids, state):
@@ -111,9 +111,10 @@ class IQNAgent(tf.Module):
         return actions, {}, new_state
 
     def _policy(self, obs, reward, first, env_ids, state):
-        """The greedy policy (evaluation, export): returns (actions, Q values, state)."""
+        """The greedy policy (evaluation, export) on Q at fixed fractions, so the same state gets
+        the same action: returns (actions, Q values, state)."""
         del reward, env_ids
-        return self._greedy(obs, first, state)
+        return self._greedy(obs, first, state, spread=True)
 
     def initial_priorities(self, chunk: Unroll) -> tf.Tensor:
         """Replay is uniform: every sequence alike."""

@@ -48,7 +48,13 @@ class QuantileNet(tf.Module):
         psi = tf.nn.relu(self.embed(cosines))  # [B, M, d]
         return self.out(features[:, None] * psi)
 
-    def q_values(self, features: tf.Tensor, samples: int) -> tf.Tensor:
-        """Q(x, a) as the mean of `samples` quantiles at uniform random fractions: [B, A]."""
-        taus = tf.random.uniform([tf.shape(features)[0], samples])
+    def q_values(self, features: tf.Tensor, samples: int, spread: bool = False) -> tf.Tensor:
+        """Q(x, a) as the mean of `samples` quantiles, [B, A]: at uniform random fractions (as
+        IQN acts and picks its targets' actions), or with `spread` at the fixed fractions
+        (k + 1/2) / samples, a deterministic estimate (the greedy policy, evaluation, export)."""
+        batch = tf.shape(features)[0]
+        if spread:
+            taus = tf.tile(((tf.range(samples, dtype=tf.float32) + 0.5) / samples)[None], [batch, 1])
+        else:
+            taus = tf.random.uniform([batch, samples])
         return tf.reduce_mean(self.quantiles(features, taus), axis=1)
