@@ -216,3 +216,18 @@ def test_iqn_learns_cartpole_through_replay_under_its_vector_defaults():
     assert np.mean(returns[-50:]) >= 150.0, (steps, np.mean(returns[-50:]))
     assert trainer.trained == pytest.approx(config.replay_ratio * (trainer.inserted - trainer.config.owed_from)
                                             * agent.layout.new_steps, abs=3 * agent.batch_size)
+
+
+def test_checkpoint_replay_keeps_the_replay_and_its_ratio_counters():
+    config = IQNConfig(unroll_length=8, n_step=3, batch_size=6, min_replay_size=0, checkpoint_replay=True)
+    agent = make_agent(config, network=NetworkConfig(torso="minatar", jit_compile=False), obs_shape=(10, 10))
+    trainer = make_trainer(agent, None, Steps(), "/CPU:0", config, 0, None)
+    batch = image_batch(np.random.default_rng(5))
+    trainer.insert(batch)
+    trainer.train_one_batch()
+    restored = make_trainer(agent, None, Steps(), "/CPU:0", config, 0, None)
+    restored.restore(trainer.state())
+    assert (len(restored.replay), restored.inserted, restored.trained) == (6, 6, 6)
+    np.testing.assert_array_equal(restored.replay.storage["observation"][:6], batch.observation)
+    np.testing.assert_array_equal(restored.replay.storage["state"]["frames"][:6], batch.state["frames"])
+    assert make_trainer(agent, None, Steps(), "/CPU:0", IQNConfig(), 0, None).state() is None  # off by default

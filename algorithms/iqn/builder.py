@@ -27,5 +27,5 @@ def replay_settings(config: IQNConfig) -> ReplaySettings:
     new_steps = config.unroll_length - config.n_step + 1
     warm = -(-config.min_replay_size // new_steps)
     return ReplaySettings(capacity=max(config.replay_capacity // new_steps, 1), min_size=warm,
-                          ratio=config.replay_ratio * new_steps, steps_per_item=new_steps, owed_from=warm,
-                          capacity_flag="--replay-capacity")
+                          ratio=config.replay_ratio * new_steps, checkpoint=config.checkpoint_replay,
+                          steps_per_item=new_steps, owed_from=warm, capacity_flag="--replay-capacity")

@@ -42,6 +42,7 @@ class IQNConfig:
     exploration_steps: int = 250_000  # env steps (all training envs) over which epsilon falls
     reward_clip: float = 1.0  # rewards are clipped to [-c, c] for training; 0 turns it off
     life_loss_terminal: bool = False  # Atari: training ends the episode at a lost life; returns stay game scores
+    checkpoint_replay: bool = False  # checkpoints hold the replay too (Atari: about 8.5 GB once full)
 
 
 # Atari (ALE ids): Dopamine's IQN (no lost life as terminal, rewards clipped to [-1, 1]) on the
