@@ -114,9 +114,9 @@ def test_each_windows_rows_carry_their_frame_stacks():
         t = np.array([next(s for s in range(9) if np.array_equal(batch.observation[b, s], windows["frames"][b, 0]))
                       for b in range(6)])
         for k in range(agent.config.n_step + 1):
-            rows = agent._rows({name: windows[name] for name in ("frames", "starts", "history")},
-                               np.full(6, k, np.int32))
-            features, _ = agent.online.features(*rows)
+            (row,) = agent._rows({name: windows[name] for name in ("frames", "first", "history")},
+                                 np.full(6, k, np.int32))
+            features, _ = agent.online.features(*row)
             np.testing.assert_allclose(features.numpy(), unrolled[np.arange(6), t + k], rtol=1e-4, atol=1e-5)
 
 

@@ -127,7 +127,7 @@ class IQNAgent(tf.Module):
         windows = self.windows(batch)
         targets = n_step_targets(windows, self.config.n_step, self.config.discount, self.config.reward_clip,
                                  self.config.life_loss_terminal)
-        inputs = {"frames": windows["frames"], "starts": windows["starts"], "history": windows["history"],
+        inputs = {"frames": windows["frames"], "first": windows["first"], "history": windows["history"],
                   "action": windows["action"], **targets._asdict()}
         metrics = self._step(self.devices.shard(inputs))
         metrics["policy/epsilon"] = self.epsilon()
@@ -144,7 +144,6 @@ class IQNAgent(tf.Module):
         take = lambda value: np.asarray(value)[np.arange(size)[:, None], rows]  # noqa: E731
         windows = {name: take(getattr(batch, name)) for name in WINDOW_FIELDS}
         windows["frames"] = take(batch.observation)
-        windows["starts"] = windows["first"]
         windows["action"] = np.asarray(batch.action)[np.arange(size), offsets]
         windows["history"] = self._history(batch, offsets)
         return windows
@@ -171,22 +170,27 @@ class IQNAgent(tf.Module):
         cleared = (positions < last_start[:, None]).reshape(*positions.shape, *frame_axes)
         return np.where(cleared, 0, history).astype(stored.dtype)
 
-    def _rows(self, inputs: dict, index: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, dict]:
-        """Row `index` ([B]) of each window, with its first flag and the state before it."""
+    def _rows(self, inputs: dict, *indices: tf.Tensor) -> list[tuple[tf.Tensor, tf.Tensor, dict]]:
+        """Rows `index` ([B]) of each window, for each index given, with their first flags and the
+        states before them; the window's frame stacks are rebuilt once for all of them."""
         def swap(value: tf.Tensor) -> tf.Tensor:  # [B, n+1, ...] <-> [n+1, B, ...]
             return tf.transpose(value, [1, 0, *range(2, len(value.shape))])
 
-        frames, starts = inputs["frames"], inputs["starts"]
+        frames, first = inputs["frames"], inputs["first"]
         state = {"frames": inputs["history"]} if self._stacks else {}
-        states = self.online.torso.row_states(swap(frames), swap(starts), state)
-        pick = lambda value: tf.gather(value, index, batch_dims=1)  # noqa: E731
-        return pick(frames), pick(starts), {name: pick(swap(value)) for name, value in states.items()}
+        states = {name: swap(value) for name, value in
+                  self.online.torso.row_states(swap(frames), swap(first), state).items()}
+        rows = []
+        for index in indices:
+            pick = lambda value, index=index: tf.gather(value, index, batch_dims=1)  # noqa: E731
+            rows.append((pick(frames), pick(first), {name: pick(value) for name, value in states.items()}))
+        return rows
 
     def _shard_gradients(self, inputs: dict) -> tuple[list[tf.Tensor], dict]:
         """The loss's gradients and metrics on one device's windows."""
         c = self.config
         batch = tf.shape(inputs["action"])[0]
-        bootstrap = self._rows(inputs, tf.cast(inputs["bootstrap_rows"], tf.int32))
+        row, bootstrap = self._rows(inputs, tf.zeros([batch], tf.int32), tf.cast(inputs["bootstrap_rows"], tf.int32))
         features = self.target.features(*bootstrap)[0]
         best = tf.argmax(self.target.q_values(features, c.num_quantile_samples), axis=-1, output_type=tf.int32)
         following = self.target.quantiles(features, tf.random.uniform([batch, c.num_tau_prime_samples]))
@@ -194,7 +198,7 @@ class IQNAgent(tf.Module):
         targets = inputs["returns"][:, None] + inputs["discounts"][:, None] * following
         taus = tf.random.uniform([batch, c.num_tau_samples])
         with tf.GradientTape() as tape:
-            features = self.online.features(*self._rows(inputs, tf.zeros([batch], tf.int32)))[0]
+            features = self.online.features(*row)[0]
             quantiles = tf.transpose(self.online.quantiles(features, taus), [0, 2, 1])  # [B, A, N]
             chosen = tf.gather(quantiles, tf.cast(inputs["action"], tf.int32), batch_dims=1)  # [B, N]
             loss, metrics = quantile_huber_loss(chosen, taus, targets, inputs["mask"], c.kappa)

@@ -54,7 +54,7 @@ IQN_ATARI = ATARI_BUDGET | Presets(network={"torso": "impala_shallow"})
 # Other discrete envs (vector observations): small replay, quick warm-up, frequent target copies.
 IQN_VECTOR = Presets(
     algorithm={"learning_rate": 1e-3, "adam_epsilon": 1e-8, "replay_capacity": 50_000, "min_replay_size": 1_000,
-               "target_update_period": 100, "exploration_steps": 10_000, "n_step": 3, "unroll_length": 16,
+               "target_update_period": 100, "exploration_steps": 10_000, "unroll_length": 16,
                "num_tau_samples": 16, "num_tau_prime_samples": 16, "num_quantile_samples": 16},
     network={"mlp_sizes": (128, 128)},
     learner={"max_frames": 200_000},
