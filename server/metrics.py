@@ -241,7 +241,8 @@ class Reporter:
         "action_std": "policy/action_std",  # Box actions: the Gaussian's std, averaged over dimensions
         "epsilon": "policy/epsilon",  # PQN: the training envs' exploration rate
         "alpha": "sac/alpha",  # SAC: the entropy temperature
-        "q_mean": "sac/q",  # SAC: the critics' mean Q on replayed transitions
+        "q_mean": "q/mean",  # value-based agents and SAC: mean Q of the trained actions
+        "loss": "loss/total",  # the loss the learner step minimises (every agent but SAC)
         "critic_loss": "loss/critic",  # SAC: the twin critics' squared TD error
     }
 

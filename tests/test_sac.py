@@ -219,7 +219,7 @@ def test_updates_in_one_call_equal_as_many_calls_of_one_update():
     calls._rng = QueuedNoise([noise[:, k:k + 1] for k in range(3)])
     out = looped.learn(batch)
     singles = [calls.learn(batch.map(lambda rows, k=k: rows[k::3])) for k in range(3)]
-    for key in ("loss/critic", "loss/actor", "sac/q", "grad_norm/critic"):
+    for key in ("loss/critic", "loss/actor", "q/mean", "grad_norm/critic"):
         np.testing.assert_allclose(float(out[key]), np.mean([float(s[key]) for s in singles]), rtol=1e-5, err_msg=key)
     assert float(out["skipped_steps"]) == 0 and out["priorities"].shape == (24,)
     for name, module in calls.checkpointed().items():

@@ -224,7 +224,7 @@ class SACAgent(tf.Module):
             q1, q2 = self.q_values(obs, actions)
             loss_critic = critic_loss(q1, q2, targets, mask)
         metrics = {"loss/critic": loss_critic, "sac/alpha": tf.exp(self.log_alpha),
-                   "sac/q": masked_mean(0.5 * (q1 + q2), mask), "sac/target": masked_mean(targets, mask)}
+                   "q/mean": masked_mean(0.5 * (q1 + q2), mask), "sac/target": masked_mean(targets, mask)}
         return tape.gradient(loss_critic, self.critic_variables), metrics
 
     def _shard_actor_gradients(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> tuple[list, list, dict]:
@@ -255,7 +255,7 @@ class SACAgent(tf.Module):
         means = {key: value / self.updates for key, value in totals.items()}
         return {**means, "skipped_steps": totals["skipped_steps"]}
 
-    METRICS = ("loss/critic", "loss/actor", "loss/temperature", "sac/alpha", "sac/q", "sac/target",
+    METRICS = ("loss/critic", "loss/actor", "loss/temperature", "sac/alpha", "q/mean", "sac/target",
                "policy/entropy", "policy/action_std", "grad_norm/critic", "grad_norm/actor", "skipped_steps")
 
     def _one_update(self, batch: Unroll, noise: tf.Tensor, k: tf.Tensor) -> dict:
