@@ -4,6 +4,7 @@ copies, the replay ratio in transitions, and CartPole learnt in process through 
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from in_process import train
 
 from seedfleet.actions import ActionSpec
@@ -12,6 +13,7 @@ from seedfleet.algorithms.iqn.agent import IQNAgent
 from seedfleet.algorithms.iqn.builder import make_trainer
 from seedfleet.algorithms.iqn.config import IQN_VECTOR, IQNConfig
 from seedfleet.algorithms.iqn.loss import n_step_targets, quantile_huber_loss
+from seedfleet.algorithms.iqn.network import QuantileNet
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.errors import UsageError
 
@@ -148,9 +150,31 @@ def test_acting_counts_training_steps_and_evaluation_envs_are_greedy():
     assert sum(a != 1 for a in evaluation) <= 2
 
 
-def test_learning_lowers_the_loss_and_copies_the_target_on_its_period():
+@pytest.mark.parametrize("hidden", [0, 5])
+def test_quantiles_follow_the_networks_equation(hidden):
+    """Z_tau(x, a) against NumPy: psi = ReLU(W_psi cos(pi i tau) + b), then phi(x) * psi, through
+    the optional hidden ReLU layer, then the output layer."""
+    net = QuantileNet(NetworkConfig(torso="mlp", mlp_sizes=(6,)), (4,), A, embedding=7, hidden=hidden, seed=2)
+    rng = np.random.default_rng(5)
+    features, taus = rng.normal(size=(3, 6)).astype(np.float32), rng.random((3, 4)).astype(np.float32)
+    got = net.quantiles(tf.constant(features), tf.constant(taus)).numpy()
+    relu = lambda v: np.maximum(v, 0.0)  # noqa: E731
+    expected = np.zeros((3, 4, A))
+    for b in range(3):
+        for m in range(4):
+            cosines = np.cos(np.pi * np.arange(7) * taus[b, m])
+            x = features[b] * relu(cosines @ net.embed.w.numpy() + net.embed.b.numpy())
+            if hidden:
+                x = relu(x @ net.hidden.w.numpy() + net.hidden.b.numpy())
+            expected[b, m] = x @ net.out.w.numpy() + net.out.b.numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("hidden", [0, 16])
+def test_learning_lowers_the_loss_and_copies_the_target_on_its_period(hidden):
     config = IQNConfig(unroll_length=8, n_step=3, batch_size=6, num_tau_samples=8, num_tau_prime_samples=8,
-                       num_quantile_samples=8, learning_rate=3e-3, target_update_period=25, min_replay_size=0)
+                       num_quantile_samples=8, learning_rate=3e-3, target_update_period=25, min_replay_size=0,
+                       quantile_hidden=hidden)
     agent = make_agent(config, network=NetworkConfig(torso="minatar", jit_compile=False), obs_shape=(10, 10))
     batch = image_batch(np.random.default_rng(4))
     losses = []
@@ -182,6 +206,7 @@ def test_the_replay_ratio_counts_transitions():
     ({"n_step": 9}, "--n-step must be in 1..--unroll-length"),
     ({"num_tau_samples": 0}, "--num-tau-samples must be at least 1"),
     ({"kappa": 0.0}, "--kappa must be positive"),
+    ({"quantile_hidden": -1}, "--quantile-hidden must be 0"),
     ({"epsilon_end": 1.5}, "--epsilon-end is a probability"),
 ])
 def test_bad_settings_are_refused_in_one_line(change, message):

@@ -32,6 +32,8 @@ def check_config(config: IQNConfig, network: NetworkConfig) -> None:
         raise UsageError("IQN trains on single transitions: it needs a network without --lstm-size")
     if not 1 <= config.n_step <= config.unroll_length:
         raise UsageError(f"--n-step must be in 1..--unroll-length ({config.unroll_length}), got {config.n_step}")
+    if config.quantile_hidden < 0:
+        raise UsageError(f"--quantile-hidden must be 0 (no layer) or more, got {config.quantile_hidden}")
     for name in ("num_tau_samples", "num_tau_prime_samples", "num_quantile_samples", "quantile_embedding",
                  "batch_size"):
         if getattr(config, name) < 1:
@@ -51,7 +53,8 @@ class IQNAgent(tf.Module):
         self.devices = DataParallel(env.train_devices, config.batch_size)
         with self.devices.scope():
             make = lambda: QuantileNet(network, env.obs_shape, env.actions.num_actions,  # noqa: E731
-                                       config.quantile_embedding, env.seed, env.obs_dtype)
+                                       config.quantile_embedding, config.quantile_hidden, env.seed,
+                                       env.obs_dtype)
             self.online, self.target = make(), make()
             self.optimizer = optim.Optimizer("adam", self.online.trainable_variables, config.learning_rate,
                                              config.adam_epsilon)

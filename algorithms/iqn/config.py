@@ -32,6 +32,7 @@ class IQNConfig:
     num_tau_prime_samples: int = 64  # N': fractions drawn for the target's quantiles
     num_quantile_samples: int = 32  # K: fractions averaged into Q when acting and picking the target's action
     quantile_embedding: int = 64  # cosines cos(pi i tau), i = 0..n-1, embedding each fraction
+    quantile_hidden: int = 0  # units of a ReLU layer after the product, run per fraction (Dopamine: 512); 0: none
     replay_capacity: int = 1_000_000  # transitions kept in replay
     min_replay_size: int = 20_000  # transitions in replay before training starts
     replay_ratio: float = 8.0  # transitions trained on per env step (Dopamine: 32 every 4 steps)
