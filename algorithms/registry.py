@@ -21,6 +21,7 @@ from seedfleet.algorithms.impala.config import ImpalaConfig, vtrace_presets
 from seedfleet.algorithms.iqn.config import IQNConfig, iqn_presets
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.pqn.config import PQNConfig, pqn_presets
+from seedfleet.algorithms.qrdqn.config import QRDQNConfig, qrdqn_presets
 from seedfleet.algorithms.r2d2.config import R2D2Config, r2d2_presets
 from seedfleet.algorithms.sac.config import SACConfig, sac_presets
 from seedfleet.errors import UsageError
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from seedfleet.algorithms.trainer import LearnerStepRecorder, TrainerThread, UnrollSource
     from seedfleet.stage_clock import StageClock
 
-AlgoConfig = ImpalaConfig | IQNConfig | PQNConfig | R2D2Config | SACConfig
+AlgoConfig = ImpalaConfig | IQNConfig | PQNConfig | QRDQNConfig | R2D2Config | SACConfig
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,8 @@ ALGORITHMS: dict[str, Algorithm] = {
                       lambda config: config.replay_ratio),
     "iqn": Algorithm("iqn", IQNConfig, iqn_presets, "seedfleet.algorithms.iqn.builder",
                      lambda config: config.replay_ratio * config.unroll_length),
+    "qrdqn": Algorithm("qrdqn", QRDQNConfig, qrdqn_presets, "seedfleet.algorithms.qrdqn.builder",
+                       lambda config: config.replay_ratio * config.unroll_length),
     "pqn": Algorithm("pqn", PQNConfig, pqn_presets, "seedfleet.algorithms.pqn.builder", lambda _: 1.0),
     "sac": Algorithm("sac", SACConfig, sac_presets, "seedfleet.algorithms.sac.builder",
                      lambda config: config.replay_ratio * config.batch_size, (BOX,)),

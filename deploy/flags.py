@@ -46,19 +46,21 @@ def env_setting(field_name: str, like: object) -> object | None:
 
 
 def _help_texts(cls) -> dict[str, str]:
-    """Each field's help: the comment beside it, or else the comment lines right above it."""
+    """Each field's help: the comment beside it, or else the comment lines right above it, read
+    in the source of the dataclass that declares it (a base class's fields in the base's)."""
     helps: dict[str, str] = {}
-    above: list[str] = []
-    for line in inspect.getsource(cls).splitlines():
-        comment = re.match(r"^\s+#\s?(.*)$", line)
-        field = re.match(r"^\s+(\w+):[^#\n]*(?:#\s*(.+))?$", line)
-        if comment:
-            above.append(comment.group(1).strip())
-        elif field:
-            helps[field.group(1)] = field.group(2) or " ".join(above)
-            above = []
-        else:
-            above = []
+    for klass in reversed([k for k in cls.__mro__ if dataclasses.is_dataclass(k)]):
+        above: list[str] = []
+        for line in inspect.getsource(klass).splitlines():
+            comment = re.match(r"^\s+#\s?(.*)$", line)
+            field = re.match(r"^\s+(\w+):[^#\n]*(?:#\s*(.+))?$", line)
+            if comment:
+                above.append(comment.group(1).strip())
+            elif field:
+                helps[field.group(1)] = field.group(2) or " ".join(above)
+                above = []
+            else:
+                above = []
     return helps
 
 

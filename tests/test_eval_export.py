@@ -94,7 +94,7 @@ def _export(tmp_path, capsys) -> object:
     return out
 
 
-@pytest.mark.parametrize("algo", ["vtrace", "r2d2", "iqn"])
+@pytest.mark.parametrize("algo", ["vtrace", "r2d2", "iqn", "qrdqn"])
 def test_the_exported_saved_model_acts_as_the_learner_does(tmp_path, capsys, algo):
     agent, _ = _checkpoint(tmp_path / "run", algo)
     _assert_export_acts_as_the_agent(agent, _export(tmp_path, capsys), (4,), np.dtype(np.float32))

@@ -175,6 +175,7 @@ def test_learning_lowers_the_loss_and_copies_the_target_on_its_period(hidden):
     config = IQNConfig(unroll_length=8, n_step=3, batch_size=6, num_tau_samples=8, num_tau_prime_samples=8,
                        num_quantile_samples=8, learning_rate=3e-3, target_update_period=25, min_replay_size=0,
                        quantile_hidden=hidden)
+    tf.random.set_seed(0)
     agent = make_agent(config, network=NetworkConfig(torso="minatar", jit_compile=False), obs_shape=(10, 10))
     batch = image_batch(np.random.default_rng(4))
     losses = []
@@ -188,7 +189,8 @@ def test_learning_lowers_the_loss_and_copies_the_target_on_its_period(hidden):
     agent.learn(batch)  # step 25 copies it
     for a, b in zip(agent.online.trainable_variables, agent.target.trainable_variables, strict=True):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    assert np.mean(losses[-5:]) < 0.7 * np.mean(losses[:5])
+    losses += [float(agent.learn(batch)["loss/total"]) for _ in range(23)]  # fractions are random: average
+    assert np.mean(losses[-8:]) < 0.7 * np.mean(losses[:5])
 
 
 def test_the_replay_ratio_counts_transitions():

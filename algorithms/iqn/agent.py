@@ -10,32 +10,35 @@ torso reads each state once.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import EVAL_EPSILON, AgentContext, SequenceLayout, Unroll, acting_graphs
 from seedfleet.algorithms.distribute import DataParallel
-from seedfleet.algorithms.iqn.config import IQNConfig
+from seedfleet.algorithms.iqn.config import IQNConfig, QuantileReplayConfig
 from seedfleet.algorithms.iqn.loss import n_step_targets, quantile_huber_loss
-from seedfleet.algorithms.iqn.network import QuantileNet
+from seedfleet.algorithms.iqn.network import FeatureNet, QuantileNet
 from seedfleet.algorithms.layers import copy_variables
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.errors import UsageError
 
 WINDOW_FIELDS = ("reward", "terminated", "truncated", "life_lost", "first")
+POSITIVE_COUNTS = {"num_tau_samples", "num_tau_prime_samples", "num_quantile_samples", "quantile_embedding",
+                   "num_atoms", "batch_size"}
 
 
-def check_config(config: IQNConfig, network: NetworkConfig) -> None:
-    """The settings IQN needs, each refused in one line."""
+def check_config(config: QuantileReplayConfig, network: NetworkConfig) -> None:
+    """The settings IQN and QR-DQN need, each refused in one line."""
     if network.lstm_size:
         raise UsageError("IQN trains on single transitions: it needs a network without --lstm-size")
     if not 1 <= config.n_step <= config.unroll_length:
         raise UsageError(f"--n-step must be in 1..--unroll-length ({config.unroll_length}), got {config.n_step}")
-    if config.quantile_hidden < 0:
+    if getattr(config, "quantile_hidden", 0) < 0:
         raise UsageError(f"--quantile-hidden must be 0 (no layer) or more, got {config.quantile_hidden}")
-    for name in ("num_tau_samples", "num_tau_prime_samples", "num_quantile_samples", "quantile_embedding",
-                 "batch_size"):
+    for name in POSITIVE_COUNTS & {field.name for field in dataclasses.fields(config)}:
         if getattr(config, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(config, name)}")
     if config.kappa <= 0:
@@ -46,16 +49,15 @@ def check_config(config: IQNConfig, network: NetworkConfig) -> None:
 
 
 class IQNAgent(tf.Module):
-    def __init__(self, config: IQNConfig, network: NetworkConfig, env: AgentContext):
+    """IQN's agent, and QR-DQN's (algorithms/qrdqn/agent.py), which changes only `make_network`."""
+
+    def __init__(self, config: QuantileReplayConfig, network: NetworkConfig, env: AgentContext):
         super().__init__()
         check_config(config, network)
         self.config = config
         self.devices = DataParallel(env.train_devices, config.batch_size)
         with self.devices.scope():
-            make = lambda: QuantileNet(network, env.obs_shape, env.actions.num_actions,  # noqa: E731
-                                       config.quantile_embedding, config.quantile_hidden, env.seed,
-                                       env.obs_dtype)
-            self.online, self.target = make(), make()
+            self.online, self.target = self.make_network(network, env), self.make_network(network, env)
             self.optimizer = optim.Optimizer("adam", self.online.trainable_variables, config.learning_rate,
                                              config.adam_epsilon)
         self.actions = env.actions
@@ -71,6 +73,13 @@ class IQNAgent(tf.Module):
         self.act, self.policy = acting_graphs(self._act, self._policy, env, self.initial_state(1))
         self._step, self._gradients = self.devices.compile(self._learn, self._shard_gradients,
                                                             jit_compile=network.jit_compile)
+
+    def make_network(self, network: NetworkConfig, env: AgentContext) -> FeatureNet:
+        """The online network, and the target (a second call)."""
+        c: IQNConfig = self.config
+        return QuantileNet(network, env.obs_shape, env.actions.num_actions, c.quantile_embedding, c.quantile_hidden,
+                           (c.num_tau_samples, c.num_tau_prime_samples, c.num_quantile_samples), env.seed,
+                           env.obs_dtype)
 
     def checkpointed(self) -> dict[str, tf.Module | tf.Variable]:
         """Online and target networks, the optimizer, the learner steps (they time the target
@@ -99,7 +108,7 @@ class IQNAgent(tf.Module):
 
     def _greedy(self, obs, first, state, spread: bool = False):
         features, new_state = self.online.features(obs, first, state)
-        q = self.online.q_values(features, self.config.num_quantile_samples, spread)
+        q = self.online.q_values(features, spread)
         return tf.argmax(q, axis=-1, output_type=tf.int32), q, new_state
 
     def _act(self, obs, reward, first, env_ids, state):
@@ -195,11 +204,11 @@ class IQNAgent(tf.Module):
         batch = tf.shape(inputs["action"])[0]
         row, bootstrap = self._rows(inputs, tf.zeros([batch], tf.int32), tf.cast(inputs["bootstrap_rows"], tf.int32))
         features = self.target.features(*bootstrap)[0]
-        best = tf.argmax(self.target.q_values(features, c.num_quantile_samples), axis=-1, output_type=tf.int32)
-        following = self.target.quantiles(features, tf.random.uniform([batch, c.num_tau_prime_samples]))
+        best = tf.argmax(self.target.q_values(features), axis=-1, output_type=tf.int32)
+        following = self.target.quantiles(features, self.target.target_fractions(batch))
         following = tf.gather(tf.transpose(following, [0, 2, 1]), best, batch_dims=1)  # [B, N']
         targets = inputs["returns"][:, None] + inputs["discounts"][:, None] * following
-        taus = tf.random.uniform([batch, c.num_tau_samples])
+        taus = self.online.trained_fractions(batch)
         with tf.GradientTape() as tape:
             features = self.online.features(*row)[0]
             quantiles = tf.transpose(self.online.quantiles(features, taus), [0, 2, 1])  # [B, A, N]

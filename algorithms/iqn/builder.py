@@ -1,10 +1,10 @@
-"""IQN's agent and replay trainer, as the registry builds them (TensorFlow)."""
+"""IQN's agent and replay trainer (QR-DQN's trainer too), as the registry builds them (TensorFlow)."""
 
 from __future__ import annotations
 
 from seedfleet.algorithms.agent import AgentContext
 from seedfleet.algorithms.iqn.agent import IQNAgent
-from seedfleet.algorithms.iqn.config import IQNConfig
+from seedfleet.algorithms.iqn.config import IQNConfig, QuantileReplayConfig
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.replay_trainer import ReplaySettings, ReplayTrainer
 from seedfleet.algorithms.trainer import LearnerStepRecorder, UnrollSource
@@ -16,11 +16,11 @@ def make_agent(config: IQNConfig, network: NetworkConfig, context: AgentContext)
 
 
 def make_trainer(agent: IQNAgent, queue: UnrollSource, metrics: LearnerStepRecorder, device: str,
-                 config: IQNConfig, seed: int, clock: StageClock) -> ReplayTrainer:
+                 config: QuantileReplayConfig, seed: int, clock: StageClock) -> ReplayTrainer:
     return ReplayTrainer(agent, queue, metrics, device, replay_settings(config), seed, clock)
 
 
-def replay_settings(config: IQNConfig) -> ReplaySettings:
+def replay_settings(config: QuantileReplayConfig) -> ReplaySettings:
     """Sequences in uniform replay, each bringing unroll_length - n_step + 1 new env steps; the
     replay ratio, counted in transitions, becomes sequences drawn (one window each) per sequence
     inserted, and training is owed only from the end of the warm-up."""

@@ -20,7 +20,10 @@ from seedfleet.settings import ANY_FAMILY, Presets, task_presets
 
 
 @dataclass
-class IQNConfig:
+class QuantileReplayConfig:
+    """What IQN and QR-DQN (algorithms/qrdqn) share: n-step quantile targets from a target
+    network over uniform replay, the quantile Huber loss, epsilon-greedy acting."""
+
     discount: float = 0.99  # gamma
     n_step: int = 3  # rewards summed before the target bootstraps (Dopamine's update_horizon)
     batch_size: int = 32  # transitions per learner step
@@ -28,11 +31,6 @@ class IQNConfig:
     adam_epsilon: float = 3.125e-4  # Adam epsilon (Dopamine's IQN; its Rainbow takes 1.5e-4)
     max_grad_norm: float = 0.0  # gradients are clipped to this global norm (0: not clipped, as Dopamine)
     kappa: float = 1.0  # the Huber loss's threshold in the quantile regression loss
-    num_tau_samples: int = 64  # N: fractions drawn for the trained quantiles of each transition
-    num_tau_prime_samples: int = 64  # N': fractions drawn for the target's quantiles
-    num_quantile_samples: int = 32  # K: fractions averaged into Q when acting and picking the target's action
-    quantile_embedding: int = 64  # cosines cos(pi i tau), i = 0..n-1, embedding each fraction
-    quantile_hidden: int = 0  # units of a ReLU layer after the product, run per fraction (Dopamine: 512); 0: none
     replay_capacity: int = 1_000_000  # transitions kept in replay
     min_replay_size: int = 20_000  # transitions in replay before training starts
     replay_ratio: float = 8.0  # transitions trained on per env step (Dopamine: 32 every 4 steps)
@@ -46,6 +44,15 @@ class IQNConfig:
     checkpoint_replay: bool = False  # checkpoints hold the replay too (Atari: about 8.5 GB once full)
 
 
+@dataclass
+class IQNConfig(QuantileReplayConfig):
+    num_tau_samples: int = 64  # N: fractions drawn for the trained quantiles of each transition
+    num_tau_prime_samples: int = 64  # N': fractions drawn for the target's quantiles
+    num_quantile_samples: int = 32  # K: fractions averaged into Q when acting and picking the target's action
+    quantile_embedding: int = 64  # cosines cos(pi i tau), i = 0..n-1, embedding each fraction
+    quantile_hidden: int = 0  # units of a ReLU layer after the product, run per fraction (Dopamine: 512); 0: none
+
+
 # Atari (ALE ids): Dopamine's IQN (no lost life as terminal, rewards clipped to [-1, 1]) with the
 # Atari budget and 2 actors x 32 envs (ATARI_BUDGET). Replay's warm-up, epsilon and the target
 # copies count the env steps of all 64 envs, as Dopamine's count its one env's: the same per
@@ -54,14 +61,16 @@ class IQNConfig:
 # gaps are small beside bfloat16's rounding of the features, and XLA makes float32 as fast here.
 IQN_ATARI = ATARI_BUDGET | Presets(network={"torso": "impala_shallow", "compute_dtype": "float32"})
 
-# Other discrete envs (vector observations): small replay, quick warm-up, frequent target copies.
-IQN_VECTOR = Presets(
+# Other discrete envs (vector observations): small replay, quick warm-up, frequent target copies
+# (QR-DQN's too).
+REPLAY_VECTOR = Presets(
     algorithm={"learning_rate": 1e-3, "adam_epsilon": 1e-8, "max_grad_norm": 10.0, "replay_capacity": 50_000,
-               "min_replay_size": 1_000, "target_update_period": 100, "exploration_steps": 10_000, "unroll_length": 16,
-               "num_tau_samples": 16, "num_tau_prime_samples": 16, "num_quantile_samples": 16},
+               "min_replay_size": 1_000, "target_update_period": 100, "exploration_steps": 10_000, "unroll_length": 16},
     network={"mlp_sizes": (128, 128)},
     learner={"max_frames": 200_000},
 )
+IQN_VECTOR = REPLAY_VECTOR | Presets(
+    algorithm={"num_tau_samples": 16, "num_tau_prime_samples": 16, "num_quantile_samples": 16})
 
 IQN_PRESETS = {("ale", DISCRETE): IQN_ATARI, (ANY_FAMILY, DISCRETE): IQN_VECTOR}  # (env family, kind of actions)
 

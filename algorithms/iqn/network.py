@@ -26,16 +26,14 @@ from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import UINT8, RecurrentTorso, State
 
 
-class QuantileNet(tf.Module):
-    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int, embedding: int,
-                 hidden: int = 0, seed: int = 0, obs_dtype: np.dtype = UINT8):
+class FeatureNet(tf.Module):
+    """A torso whose features phi(x) a quantile head reads: IQN's here, QR-DQN's in
+    algorithms/qrdqn/network.py. A head gives quantiles(features, taus) as [B, M, A], the
+    fractions its trained and target quantiles sit at, and Q."""
+
+    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], seed: int, obs_dtype: np.dtype):
         super().__init__()
         self.torso = RecurrentTorso(config, obs_shape, seed, obs_dtype=obs_dtype)
-        size, rng = self.torso.out_size, self.torso.rng
-        self.frequencies = tf.constant(np.pi * np.arange(embedding), tf.float32)
-        self.embed = Linear(embedding, size, np.sqrt(2), rng)
-        self.hidden = Linear(size, hidden, np.sqrt(2), rng) if hidden else None
-        self.out = Linear(hidden or size, num_actions, 1.0, rng)
 
     def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
         return self.torso.initial_state(batch_size)
@@ -45,6 +43,29 @@ class QuantileNet(tf.Module):
         features, new_state = self.torso(obs[None], first[None], state)
         return features[0], new_state
 
+
+class QuantileNet(FeatureNet):
+    def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], num_actions: int, embedding: int,
+                 hidden: int = 0, samples: tuple[int, int, int] = (64, 64, 32), seed: int = 0,
+                 obs_dtype: np.dtype = UINT8):
+        """`samples`: the fractions drawn for a transition's trained quantiles (N), for its
+        target's (N'), and for Q (K)."""
+        super().__init__(config, obs_shape, seed, obs_dtype)
+        size, rng = self.torso.out_size, self.torso.rng
+        self.samples = samples
+        self.frequencies = tf.constant(np.pi * np.arange(embedding), tf.float32)
+        self.embed = Linear(embedding, size, np.sqrt(2), rng)
+        self.hidden = Linear(size, hidden, np.sqrt(2), rng) if hidden else None
+        self.out = Linear(hidden or size, num_actions, 1.0, rng)
+
+    def trained_fractions(self, batch: tf.Tensor) -> tf.Tensor:
+        """N fractions per transition, uniform in [0, 1): [B, N]."""
+        return tf.random.uniform([batch, self.samples[0]])
+
+    def target_fractions(self, batch: tf.Tensor) -> tf.Tensor:
+        """N' fractions per transition, uniform in [0, 1): [B, N']."""
+        return tf.random.uniform([batch, self.samples[1]])
+
     def quantiles(self, features: tf.Tensor, taus: tf.Tensor) -> tf.Tensor:
         """Z_tau(x, a) for [B, d] features and [B, M] fractions: [B, M, A]."""
         cosines = tf.cos(taus[..., None] * self.frequencies)  # [B, M, n]
@@ -52,11 +73,11 @@ class QuantileNet(tf.Module):
         product = features[:, None] * psi
         return self.out(tf.nn.relu(self.hidden(product)) if self.hidden is not None else product)
 
-    def q_values(self, features: tf.Tensor, samples: int, spread: bool = False) -> tf.Tensor:
-        """Q(x, a) as the mean of `samples` quantiles, [B, A]: at uniform random fractions (as
-        IQN acts and picks its targets' actions), or with `spread` at the fixed fractions
-        (k + 1/2) / samples, a deterministic estimate (the greedy policy, evaluation, export)."""
-        batch = tf.shape(features)[0]
+    def q_values(self, features: tf.Tensor, spread: bool = False) -> tf.Tensor:
+        """Q(x, a) as the mean of K quantiles, [B, A]: at uniform random fractions (as IQN acts
+        and picks its targets' actions), or with `spread` at the fixed fractions (k + 1/2) / K, a
+        deterministic estimate (the greedy policy, evaluation, export)."""
+        batch, samples = tf.shape(features)[0], self.samples[2]
         if spread:
             taus = tf.tile(((tf.range(samples, dtype=tf.float32) + 0.5) / samples)[None], [batch, 1])
         else:
