@@ -67,12 +67,26 @@ def differences(stretches: list[dict], defaults: dict, given: Sequence[str] = ()
 def configs_markdown(runs: list[tuple[str, Path, Sequence[str]]], command: Sequence[str],
                      defaults: Defaults) -> list[str]:
     """A line per run with a config.json (`runs`: label, log dir and the variant's flags): what
-    it ran with against today's defaults. Runs from before config.json get none; their
-    variant.json says what they were given. `defaults` is asked once, and only when some run
-    has a record."""
+    it ran with against today's defaults of its algorithm. Runs from before config.json get
+    none; their variant.json says what they were given. `defaults` is asked once per algorithm,
+    and only when some run has a record."""
     recorded = [(label, stretches, given) for label, logdir, given in runs if (stretches := read_config(logdir))]
     if not recorded:
         return []
-    today = defaults(command)
+    asked: dict[tuple[str, ...], dict] = {}
+
+    def ask(words: Sequence[str]) -> dict:
+        if tuple(words) not in asked:
+            asked[tuple(words)] = defaults(words)
+        return asked[tuple(words)]
+
+    def today(stretches: list[dict]) -> dict:
+        """Today's defaults of the algorithm the run trained with (a variant may change --algo);
+        --algo itself stays in the line when it is not the case's."""
+        algo, case = stretches[-1]["flags"].get("algo"), ask(command)
+        if not algo or case.get("algo", algo) == algo:
+            return case
+        return {**ask([*command, "--algo", algo]), "algo": case["algo"]}
+
     return ["", "Against today's defaults, by each run's config.json:", "",
-            *(f"- {label}: {differences(stretches, today, given)}" for label, stretches, given in recorded)]
+            *(f"- {label}: {differences(stretches, today(stretches), given)}" for label, stretches, given in recorded)]

@@ -116,10 +116,11 @@ def test_a_variant_folder_renamed_by_hand_without_its_file_reports_as_a_run_kept
 def test_runs_with_a_config_record_are_stated_against_today_s_defaults(tmp_path):
     """A run's config.json is compared with what the case resolves to today: a default that
     moved after the run shows as the flag it ran with; seed, log dir and --fresh do not count;
-    a run without a record gets no line, and today's defaults are asked once per case. A flag
-    newer than a record says nothing, unless the variant's own flags set it."""
+    a run without a record gets no line, and today's defaults are asked once per case and
+    algorithm (a variant that changes --algo is stated against that algorithm's). A flag newer
+    than a record says nothing, unless the variant's own flags set it."""
     runs = tmp_path / "runs"
-    today = {"seed": 0, "logdir": "x", "fresh": True, "address": "[::]:8470", "torso": "impala_shallow",
+    today = {"seed": 0, "logdir": "x", "fresh": True, "address": "[::]:8470", "algo": "appo", "torso": "impala_shallow",
              "life_loss_terminal": True, "learning_rate": 0.00025, "mlp_sizes": [64, 64], "target_return": None,
              "updates_per_call": 8}
     then = {**today, "seed": 1, "logdir": "runs/learn/breakout/seed1", "fresh": False, "address": "127.0.0.1:0",
@@ -139,21 +140,26 @@ def test_runs_with_a_config_record_are_stated_against_today_s_defaults(tmp_path)
         _fake_run(runs / f"breakout@{variant}" / "seed0", [(600, 5e6, 20.0)], summary)
         (runs / f"breakout@{variant}" / VARIANT_FILE).write_text(json.dumps({"flags": flags}))
         record_config(runs / f"breakout@{variant}" / "seed0", {**before_the_flag, "life_loss_terminal": False}, 0)
+    _fake_run(runs / "breakout@iqn" / "seed0", [(600, 5e6, 20.0)], summary)  # another algorithm's defaults
+    (runs / "breakout@iqn" / VARIANT_FILE).write_text(json.dumps({"flags": ["--algo", "iqn"]}))
+    iqn_today = {**today, "algo": "iqn", "learning_rate": 5e-5, "kappa": 1.0}
+    record_config(runs / "breakout@iqn" / "seed0", {**iqn_today, "learning_rate": 6.25e-5}, 0)
     asked = []
 
     def defaults(command):
         asked.append(list(command))
-        return today
+        return iqn_today if command[-2:] == ["--algo", "iqn"] else today
 
     text = report_text(tmp_path, runs, ["breakout"], defaults=defaults)
-    assert len(asked) == 1 and asked[0][asked[0].index("--env") + 1] == "ALE/Breakout-v5"
+    assert len(asked) == 2 and asked[0][asked[0].index("--env") + 1] == "ALE/Breakout-v5"
+    assert "- seed 0, iqn: `--algo iqn --learning-rate 6.25e-05`" in text  # against IQN's defaults, not the case's
     assert "- seed 1: `--no-life-loss-terminal`" in text
     assert "- seed 0, nature: `--torso nature --learning-rate 0.0006` then `--torso nature --mlp-sizes 32`" in text
     assert "- seed 1, nature: today's defaults" in text
     assert "- seed 0, once: `--no-life-loss-terminal --updates-per-call 1`" in text
     assert "- seed 0, plain: `--no-life-loss-terminal`" in text  # a newer flag no one set: not a word
     assert "- seed 0: " not in text  # no record, no line
-    assert report_text(tmp_path, runs, ["pong"], defaults=defaults) and len(asked) == 1  # no runs there
+    assert report_text(tmp_path, runs, ["pong"], defaults=defaults) and len(asked) == 2  # no runs there
 
 
 def test_finished_runs_are_kept_apart_from_their_log_dirs_and_reported_from_there(tmp_path):
