@@ -81,6 +81,7 @@ def test_an_interrupted_save_leaves_nothing_and_the_next_start_cleans_up(tmp_pat
 
 
 def test_replay_arrays_round_trip(tmp_path):
+    """A replay's checkpoint holds its filled slots and restores into its whole capacity."""
     replay = PrioritizedReplay(8, seed=0)
     items = {"observation": np.arange(5 * 3, dtype=np.uint8).reshape(5, 3),
              "state": {"lstm_h": np.ones((5, 2), np.float32)}}
@@ -92,6 +93,8 @@ def test_replay_arrays_round_trip(tmp_path):
     again = PrioritizedReplay(8, seed=0)
     again.load_arrays(restored.arrays)
     assert len(again) == 5 and again.next_index == replay.next_index
+    assert len(restored.arrays["items/observation"]) == 5  # the filled slots only, not the capacity
+    assert again.storage["observation"].shape == (8, 3)  # ... restored into a store of the whole capacity
     np.testing.assert_array_equal(again.storage["observation"], replay.storage["observation"])
     np.testing.assert_array_equal(again.storage["state"]["lstm_h"], replay.storage["state"]["lstm_h"])
     np.testing.assert_array_equal(again.tree.nodes, replay.tree.nodes)

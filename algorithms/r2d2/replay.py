@@ -141,12 +141,14 @@ class PrioritizedReplay:
             self.tree.set(np.asarray(indices), priorities**self.alpha)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """Everything needed to continue: stored items (keys "items/<path>"), priorities, ring position."""
+        """Everything needed to continue: stored items (keys "items/<path>"), priorities, ring
+        position. Only the filled slots, 0 .. size-1, are written: a replay far from full
+        checkpoints in proportion to what it holds, not to its capacity."""
         arrays = {"position": np.asarray([self.next_index, self.size, self.capacity])}
         if self.tree is not None:
             arrays["tree"] = self.tree.nodes
         if self.storage is not None:
-            arrays.update({f"items/{key}": value for key, value in _flatten(self.storage)})
+            arrays.update({f"items/{key}": value[:self.size] for key, value in _flatten(self.storage)})
         return arrays
 
     def load_arrays(self, arrays: dict[str, np.ndarray]) -> None:
@@ -158,10 +160,19 @@ class PrioritizedReplay:
         if self.tree is not None and "tree" not in arrays:
             raise ValueError("the saved replay was uniform, this one is prioritized")
         items = {key[len("items/"):]: value for key, value in arrays.items() if key.startswith("items/")}
-        self.storage = _unflatten(items) if items else None
+        self.storage = _unflatten({key: self._full(value) for key, value in items.items()}) if items else None
         if self.tree is not None:
             self.tree.nodes = np.array(arrays["tree"], np.float64)
         self.next_index, self.size = next_index, size
+
+    def _full(self, filled: np.ndarray) -> np.ndarray:
+        """A loaded store at full capacity: its filled slots first (checkpoints written before
+        only the filled slots were saved hold the whole capacity already)."""
+        if len(filled) == self.capacity:
+            return np.asarray(filled)
+        store = np.zeros((self.capacity, *filled.shape[1:]), filled.dtype)
+        store[:len(filled)] = filled
+        return store
 
     def bytes_per_step(self, steps_per_item: int) -> float:
         """Storage bytes per stored env step, for sizing a replay."""
