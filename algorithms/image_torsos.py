@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from seedfleet.algorithms.layers import LayerNorm, Linear, orthogonal
+from seedfleet.algorithms.layers import LayerNorm, Linear, conv_weights
 from seedfleet.errors import UsageError
 
 
@@ -26,12 +26,14 @@ class Conv2D(tf.Module):
     input channels the strided convolutions' gradients took most of a learner step
     (BENCHMARKS.md, "The Atari learner step on blocks")."""
 
-    def __init__(self, c_in: int, c_out: int, kernel: int, stride: int, in_size: tuple[int, int], rng, name=None):
+    def __init__(self, c_in: int, c_out: int, kernel: int, stride: int, in_size: tuple[int, int], rng, name=None,
+                 init: str = "orthogonal"):
         super().__init__(name=name)
         if kernel % stride:
             raise ValueError(f"a {kernel}x{kernel} kernel is not a whole number of strides of {stride}")
-        self.w = tf.Variable(orthogonal((kernel, kernel, c_in, c_out), np.sqrt(2), rng), name="w")
-        self.b = tf.Variable(tf.zeros([c_out]), name="b")
+        w, b = conv_weights((kernel, kernel, c_in, c_out), init, rng)
+        self.w = tf.Variable(w, name="w")
+        self.b = tf.Variable(b, name="b")
         self.stride, self.taps = stride, kernel // stride  # s, m
         self.out_size = tuple((n - kernel) // stride + 1 for n in in_size)
         self.reads = tuple((n - 1) * stride + kernel for n in self.out_size)  # rows and columns the conv reads
@@ -68,7 +70,7 @@ class ConvTorso(tf.Module):
     }
 
     def __init__(self, kind: str, image_shape: tuple[int, int, int], rng, dtype: tf.DType = tf.float32,
-                 scale: float = 1.0 / 255, layer_norm: bool = False):
+                 scale: float = 1.0 / 255, layer_norm: bool = False, init: str = "orthogonal"):
         super().__init__()
         self.dtype, self.scale = dtype, scale
         convs, hidden = self.SPECS[kind]
@@ -77,9 +79,9 @@ class ConvTorso(tf.Module):
         for c_out, k, s in convs:
             if min(h, w) < k:
                 raise UsageError(f"images of {image_shape[:2]} are too small for the {kind} torso")
-            self.convs.append(Conv2D(c, c_out, k, s, (h, w), rng))
+            self.convs.append(Conv2D(c, c_out, k, s, (h, w), rng, init=init))
             (h, w), c = self.convs[-1].out_size, c_out
-        self.fc = Linear(h * w * c, hidden, np.sqrt(2), rng)
+        self.fc = Linear(h * w * c, hidden, np.sqrt(2), rng, init=init)
         self.out_size = hidden
         # None, not an empty list, without them: checkpoints of torsos without them keep their layout
         self.norms = [LayerNorm(c_out) for c_out, _, _ in convs] + [LayerNorm(hidden)] if layer_norm else None

@@ -1,6 +1,6 @@
 """The dense layer and its two initialisations: orthogonal with a gain per layer (every network's
 default), or PyTorch's nn.Linear default (`fan_in_uniform`), which CleanRL's and stable-baselines3's
-SAC start from; and layer normalisation."""
+SAC start from (and, for convolutions too, CleanRL's DQN-family agents); and layer normalisation."""
 
 from __future__ import annotations
 
@@ -31,6 +31,14 @@ def fan_in_uniform(n_in: int, n_out: int, gain: float, rng: np.random.Generator)
 
 
 DENSE_INITS = {"orthogonal": orthogonal_zero_bias, "fan_in_uniform": fan_in_uniform}  # --dense-init's choices
+
+
+def conv_weights(shape: tuple[int, int, int, int], init: str,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A [k, k, c_in, c_out] kernel and its biases, as DENSE_INITS[init] starts a dense layer of
+    fan-in k * k * c_in (orthogonal with gain sqrt(2), for the ReLU after it)."""
+    w, b = DENSE_INITS[init](int(np.prod(shape[:-1])), shape[-1], np.sqrt(2), rng)
+    return w.reshape(shape), b
 
 
 class Linear(tf.Module):

@@ -12,7 +12,7 @@ class NetworkConfig:
     # vectors; images: nature from 36 pixels a side, minatar below; pool: next to free, for measuring the learner)
     mlp_sizes: tuple[int, ...] = (64, 64)  # hidden layers of the mlp torso
     activation: str = "relu"  # the mlp torso's: relu | tanh (PPO's MuJoCo setups: tanh)
-    dense_init: str = "orthogonal"  # mlp and SAC head layers: orthogonal | fan_in_uniform (PyTorch's nn.Linear's)
+    dense_init: str = "orthogonal"  # mlp, conv, IQN/QR-DQN and SAC head layers: orthogonal | fan_in_uniform (PyTorch's)
     shared_torso: bool = True  # actor-critic: the value reads the policy's torso; false: a torso of its own
     initial_log_std: float = 0.0  # Box actions: the Gaussian's log std at the start (the same in every state)
     layer_norm: bool = False  # conv and mlp torsos: layer normalisation before each activation (PQN's network)

@@ -124,6 +124,8 @@ class RecurrentTorso(tf.Module):
     def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], seed: int = 0, extra_size: int = 0,
                  obs_dtype: np.dtype = UINT8):
         super().__init__()
+        if config.dense_init not in DENSE_INITS:
+            raise UsageError(f"--dense-init {config.dense_init!r}: choose from {', '.join(DENSE_INITS)}")
         rng = np.random.default_rng(seed)
         self.config = config
         self.obs_shape = tuple(obs_shape)
@@ -148,7 +150,7 @@ class RecurrentTorso(tf.Module):
             if kind == "pool" and config.layer_norm:
                 raise UsageError("--layer-norm normalises a conv or mlp torso's layers: the pool torso has none")
             self.torso = PoolTorso(stack_shape, rng, scale) if kind == "pool" else \
-                ConvTorso(kind, stack_shape, rng, tf.as_dtype(dtype), scale, config.layer_norm)
+                ConvTorso(kind, stack_shape, rng, tf.as_dtype(dtype), scale, config.layer_norm, config.dense_init)
         else:
             raise UsageError(f"unknown torso {config.torso!r}")
         self.kind = kind

@@ -226,6 +226,28 @@ def test_fan_in_uniform_init_draws_weights_and_biases_within_torch_bounds():
         MLPTorso(17, (8,), np.random.default_rng(0), init="xavier")
 
 
+def test_fan_in_uniform_init_reaches_the_conv_torso_and_the_default_stays_orthogonal():
+    """`--dense-init fan_in_uniform` on the Nature torso: each conv's kernel (fan in k * k * c_in)
+    and the dense layer lie in +-1/sqrt(fan in), as torch's Conv2d and Linear start; by default a
+    kernel, flattened to [k * k * c_in, c_out], has orthogonal columns of norm sqrt(2), zero biases."""
+    from seedfleet.algorithms.networks import RecurrentTorso
+
+    config = NetworkConfig(torso="nature", compute_dtype="float32", dense_init="fan_in_uniform")
+    torso = RecurrentTorso(config, (84, 84), seed=0).torso
+    for conv, fan_in in zip(torso.convs, (8 * 8 * 4, 4 * 4 * 32, 3 * 3 * 64), strict=True):
+        bound = 1.0 / np.sqrt(fan_in)
+        for values in (conv.w.numpy(), conv.b.numpy()):
+            assert np.abs(values).max() <= bound and values.std() > 0.8 * bound / np.sqrt(3)
+    assert np.abs(torso.fc.w.numpy()).max() <= 1.0 / np.sqrt(7 * 7 * 64)
+    default = RecurrentTorso(NetworkConfig(torso="nature", compute_dtype="float32"), (84, 84), seed=0).torso
+    for conv in default.convs:
+        w = conv.w.numpy().reshape(-1, conv.w.shape[-1])
+        np.testing.assert_allclose(w.T @ w, 2.0 * np.eye(w.shape[1]), atol=1e-4)
+        assert not conv.b.numpy().any()
+    with pytest.raises(UsageError, match="--dense-init"):
+        RecurrentTorso(NetworkConfig(torso="nature", dense_init="xavier"), (84, 84))
+
+
 def test_a_layer_normalised_mlp_torso_is_the_equations_and_stays_bounded_far_outside_its_inputs():
     """With layer_norm each hidden layer is dense, then (x - mean) / sqrt(var + 1e-5) * scale +
     offset over the row's features, then ReLU: checked against a NumPy loop over rows. Inputs 1e4

@@ -54,9 +54,10 @@ class QuantileNet(FeatureNet):
         size, rng = self.torso.out_size, self.torso.rng
         self.samples = samples
         self.frequencies = tf.constant(np.pi * np.arange(embedding), tf.float32)
-        self.embed = Linear(embedding, size, np.sqrt(2), rng)
-        self.hidden = Linear(size, hidden, np.sqrt(2), rng) if hidden else None
-        self.out = Linear(hidden or size, num_actions, 1.0, rng)
+        init = config.dense_init
+        self.embed = Linear(embedding, size, np.sqrt(2), rng, init=init)
+        self.hidden = Linear(size, hidden, np.sqrt(2), rng, init=init) if hidden else None
+        self.out = Linear(hidden or size, num_actions, 1.0, rng, init=init)
 
     def trained_fractions(self, batch: tf.Tensor) -> tf.Tensor:
         """N fractions per transition, uniform in [0, 1): [B, N]."""

@@ -24,7 +24,7 @@ class AtomNet(FeatureNet):
         super().__init__(config, obs_shape, seed, obs_dtype)
         self.num_actions, self.atoms = num_actions, atoms
         self.midpoints = tf.constant((np.arange(atoms) + 0.5) / atoms, tf.float32)
-        self.out = Linear(self.torso.out_size, atoms * num_actions, 1.0, self.torso.rng)
+        self.out = Linear(self.torso.out_size, atoms * num_actions, 1.0, self.torso.rng, init=config.dense_init)
 
     def trained_fractions(self, batch: tf.Tensor) -> tf.Tensor:
         """The N midpoints, for each transition: [B, N]."""
