@@ -10,8 +10,6 @@ torso reads each state once.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import tensorflow as tf
 
@@ -26,21 +24,19 @@ from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.errors import UsageError
 
 WINDOW_FIELDS = ("reward", "terminated", "truncated", "life_lost", "first")
-POSITIVE_COUNTS = {"num_tau_samples", "num_tau_prime_samples", "num_quantile_samples", "quantile_embedding",
-                   "num_atoms", "batch_size"}
 
 
-def check_config(config: QuantileReplayConfig, network: NetworkConfig) -> None:
-    """The settings IQN and QR-DQN need, each refused in one line."""
+def check_config(config: QuantileReplayConfig, network: NetworkConfig, minimums: dict[str, int]) -> None:
+    """The settings IQN and QR-DQN need, each refused in one line; `minimums`: the head's own
+    sizes and counts, each with its least value."""
     if network.lstm_size:
         raise UsageError("IQN trains on single transitions: it needs a network without --lstm-size")
     if not 1 <= config.n_step <= config.unroll_length:
         raise UsageError(f"--n-step must be in 1..--unroll-length ({config.unroll_length}), got {config.n_step}")
-    if getattr(config, "quantile_hidden", 0) < 0:
-        raise UsageError(f"--quantile-hidden must be 0 (no layer) or more, got {config.quantile_hidden}")
-    for name in POSITIVE_COUNTS & {field.name for field in dataclasses.fields(config)}:
-        if getattr(config, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(config, name)}")
+    for name, least in {"batch_size": 1, **minimums}.items():
+        if getattr(config, name) < least:
+            bound = f"at least {least}" if least else "0 or more"
+            raise UsageError(f"--{name.replace('_', '-')} must be {bound}, got {getattr(config, name)}")
     if config.kappa <= 0:
         raise UsageError(f"--kappa must be positive, got {config.kappa}")
     for name in ("epsilon_start", "epsilon_end"):
@@ -49,11 +45,15 @@ def check_config(config: QuantileReplayConfig, network: NetworkConfig) -> None:
 
 
 class IQNAgent(tf.Module):
-    """IQN's agent, and QR-DQN's (algorithms/qrdqn/agent.py), which changes only `make_network`."""
+    """IQN's agent, and QR-DQN's (algorithms/qrdqn/agent.py), which changes only its head:
+    `HEAD_MINIMUMS` and `make_network`."""
+
+    HEAD_MINIMUMS = {"num_tau_samples": 1, "num_tau_prime_samples": 1, "num_quantile_samples": 1,
+                     "quantile_embedding": 1, "quantile_hidden": 0}  # 0: --quantile-hidden 0 is no layer
 
     def __init__(self, config: QuantileReplayConfig, network: NetworkConfig, env: AgentContext):
         super().__init__()
-        check_config(config, network)
+        check_config(config, network, self.HEAD_MINIMUMS)
         self.config = config
         self.devices = DataParallel(env.train_devices, config.batch_size)
         with self.devices.scope():

@@ -11,6 +11,8 @@ from seedfleet.algorithms.qrdqn.network import AtomNet
 
 
 class QRDQNAgent(IQNAgent):
+    HEAD_MINIMUMS = {"num_atoms": 1}
+
     def make_network(self, network: NetworkConfig, env: AgentContext) -> AtomNet:
         return AtomNet(network, env.obs_shape, env.actions.num_actions, self.config.num_atoms, env.seed,
                        env.obs_dtype)
