@@ -10,10 +10,17 @@ import tensorflow as tf
 from seedfleet.algorithms.layers import LayerNorm, Linear, conv_weights
 from seedfleet.errors import UsageError
 
+PADDINGS = ("valid", "same")  # --conv-padding's choices
+
 
 class Conv2D(tf.Module):
-    """A VALID convolution of stride s whose k x k kernel is m whole strides (k = m * s), run as
+    """A convolution of stride s whose k x k kernel is m whole strides (k = m * s), run as
     a stride-1 convolution of m x m taps over its input cut into s x s blocks.
+
+    VALID reads only whole windows: (n - k) // s + 1 outputs a side. SAME (TensorFlow's, flax's
+    default, Dopamine's networks) gives ceil(n / s) outputs a side and pads the input with
+    max((out - 1) * s + k - n, 0) zeros, the smaller half before: `pads`, which the caller puts
+    around the input before cutting it into blocks.
 
     Block (u, v) of the input (`image_blocks`, `feature_blocks`) holds pixel (u * s + dy,
     v * s + dx) in its depth at (dy * s + dx) * C + c. Output (i, j) reads the k x k window at
@@ -27,16 +34,32 @@ class Conv2D(tf.Module):
     (BENCHMARKS.md, "The Atari learner step on blocks")."""
 
     def __init__(self, c_in: int, c_out: int, kernel: int, stride: int, in_size: tuple[int, int], rng, name=None,
-                 init: str = "orthogonal"):
+                 init: str = "orthogonal", padding: str = "valid"):
         super().__init__(name=name)
         if kernel % stride:
             raise ValueError(f"a {kernel}x{kernel} kernel is not a whole number of strides of {stride}")
+        if padding not in PADDINGS:
+            raise UsageError(f"--conv-padding {padding!r}: choose from {', '.join(PADDINGS)}")
         w, b = conv_weights((kernel, kernel, c_in, c_out), init, rng)
         self.w = tf.Variable(w, name="w")
         self.b = tf.Variable(b, name="b")
         self.stride, self.taps = stride, kernel // stride  # s, m
-        self.out_size = tuple((n - kernel) // stride + 1 for n in in_size)
+        if padding == "same":
+            self.out_size = tuple(-(-n // stride) for n in in_size)
+            totals = [max((out - 1) * stride + kernel - n, 0) for out, n in zip(self.out_size, in_size, strict=True)]
+        else:
+            self.out_size = tuple((n - kernel) // stride + 1 for n in in_size)
+            totals = [0, 0]
+        self.pads = tuple((total // 2, total - total // 2) for total in totals)  # (before, after) for rows, columns
         self.reads = tuple((n - 1) * stride + kernel for n in self.out_size)  # rows and columns the conv reads
+
+    def pad(self, x: tf.Tensor, row_axis: int) -> tf.Tensor:
+        """`x` with this conv's zeros around its rows (axis `row_axis`) and the columns after them."""
+        if not any(before or after for before, after in self.pads):
+            return x
+        spec = [[0, 0]] * len(x.shape)
+        spec[row_axis], spec[row_axis + 1] = list(self.pads[0]), list(self.pads[1])
+        return tf.pad(x, spec)
 
     def on_blocks(self, blocks: tf.Tensor) -> tf.Tensor:
         """[N, rows / s, cols / s, s * s * C] blocks -> [N, out_h, out_w, C_out]."""
@@ -70,7 +93,8 @@ class ConvTorso(tf.Module):
     }
 
     def __init__(self, kind: str, image_shape: tuple[int, int, int], rng, dtype: tf.DType = tf.float32,
-                 scale: float = 1.0 / 255, layer_norm: bool = False, init: str = "orthogonal"):
+                 scale: float = 1.0 / 255, layer_norm: bool = False, init: str = "orthogonal",
+                 padding: str = "valid"):
         super().__init__()
         self.dtype, self.scale = dtype, scale
         convs, hidden = self.SPECS[kind]
@@ -79,7 +103,7 @@ class ConvTorso(tf.Module):
         for c_out, k, s in convs:
             if min(h, w) < k:
                 raise UsageError(f"images of {image_shape[:2]} are too small for the {kind} torso")
-            self.convs.append(Conv2D(c, c_out, k, s, (h, w), rng, init=init))
+            self.convs.append(Conv2D(c, c_out, k, s, (h, w), rng, init=init, padding=padding))
             (h, w), c = self.convs[-1].out_size, c_out
         self.fc = Linear(h * w * c, hidden, np.sqrt(2), rng, init=init)
         self.out_size = hidden
@@ -94,10 +118,12 @@ class ConvTorso(tf.Module):
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         first, *rest = self.convs
+        x = first.pad(x, row_axis=2)  # frame-major stacks: [N, k, H, W(, C)]
         x = tf.cast(image_blocks(x, first.stride, *first.reads), self.dtype) * tf.cast(self.scale, self.dtype)
         x = self._activation(first.on_blocks(x), 0)
         for layer, conv in enumerate(rest, start=1):
-            x = self._activation(conv.on_blocks(feature_blocks(x, conv.stride, *conv.reads)), layer)
+            x = self._activation(conv.on_blocks(feature_blocks(conv.pad(x, row_axis=1), conv.stride, *conv.reads)),
+                                 layer)
         return tf.cast(self._activation(self.fc(tf.reshape(x, [tf.shape(x)[0], -1])), len(self.convs)), tf.float32)
 
 

@@ -1,6 +1,7 @@
-"""The dense layer and its two initialisations: orthogonal with a gain per layer (every network's
-default), or PyTorch's nn.Linear default (`fan_in_uniform`), which CleanRL's and stable-baselines3's
-SAC start from (and, for convolutions too, CleanRL's DQN-family agents); and layer normalisation."""
+"""The dense layer and its initialisations: orthogonal with a gain per layer (every network's
+default), PyTorch's nn.Linear default (`fan_in_uniform`), which CleanRL's and stable-baselines3's
+SAC start from (and, for convolutions too, CleanRL's DQN-family agents), or Dopamine's
+(`variance_scaling`); and layer normalisation."""
 
 from __future__ import annotations
 
@@ -30,7 +31,18 @@ def fan_in_uniform(n_in: int, n_out: int, gain: float, rng: np.random.Generator)
     return w, rng.uniform(-bound, bound, n_out).astype(np.float32)
 
 
-DENSE_INITS = {"orthogonal": orthogonal_zero_bias, "fan_in_uniform": fan_in_uniform}  # --dense-init's choices
+def variance_scaling(n_in: int, n_out: int, gain: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Weights from U(-sqrt(3 s / n_in), sqrt(3 s / n_in)) with s = 1/sqrt(3), biases zero: the
+    variance_scaling(1/sqrt(3), "fan_in", "uniform") that Dopamine's IQN, QR-DQN and Rainbow
+    networks start every layer with. The weights' std is sqrt(s / n_in), about 0.76 / sqrt(n_in),
+    between PyTorch's default (0.58 / sqrt(n_in)) and He's (1.41 / sqrt(n_in)). The gain is not used."""
+    del gain
+    bound = np.sqrt(3.0 / np.sqrt(3.0) / n_in)
+    return rng.uniform(-bound, bound, (n_in, n_out)).astype(np.float32), np.zeros(n_out, np.float32)
+
+
+DENSE_INITS = {"orthogonal": orthogonal_zero_bias, "fan_in_uniform": fan_in_uniform,
+               "variance_scaling": variance_scaling}  # --dense-init's choices
 
 
 def conv_weights(shape: tuple[int, int, int, int], init: str,

@@ -12,9 +12,12 @@ class NetworkConfig:
     # vectors; images: nature from 36 pixels a side, minatar below; pool: next to free, for measuring the learner)
     mlp_sizes: tuple[int, ...] = (64, 64)  # hidden layers of the mlp torso
     activation: str = "relu"  # the mlp torso's: relu | tanh (PPO's MuJoCo setups: tanh)
-    dense_init: str = "orthogonal"  # mlp, conv, IQN/QR-DQN and SAC head layers: orthogonal | fan_in_uniform (PyTorch's)
+    dense_init: str = "orthogonal"  # mlp, conv, IQN/QR-DQN and SAC head layers: orthogonal | fan_in_uniform
+    # (PyTorch's) | variance_scaling (Dopamine's: U(+-sqrt(sqrt(3) / fan_in)), zero biases)
     shared_torso: bool = True  # actor-critic: the value reads the policy's torso; false: a torso of its own
     initial_log_std: float = 0.0  # Box actions: the Gaussian's log std at the start (the same in every state)
+    conv_padding: str = "valid"  # conv torsos: valid (whole windows; Nature's 7x7 last map) | same (zero
+    # borders, ceil(n / stride) outputs a side; Dopamine's networks, 11x11 last map on 84x84 frames)
     layer_norm: bool = False  # conv and mlp torsos: layer normalisation before each activation (PQN's network)
     lstm_size: int = 0  # LSTM core size; 0: none for vtrace; for r2d2 512 (Atari frames), 128 (small images), 64
     frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for [H, W, C] and vectors)

@@ -150,9 +150,12 @@ class RecurrentTorso(tf.Module):
             if kind == "pool" and config.layer_norm:
                 raise UsageError("--layer-norm normalises a conv or mlp torso's layers: the pool torso has none")
             self.torso = PoolTorso(stack_shape, rng, scale) if kind == "pool" else \
-                ConvTorso(kind, stack_shape, rng, tf.as_dtype(dtype), scale, config.layer_norm, config.dense_init)
+                ConvTorso(kind, stack_shape, rng, tf.as_dtype(dtype), scale, config.layer_norm, config.dense_init,
+                          config.conv_padding)
         else:
             raise UsageError(f"unknown torso {config.torso!r}")
+        if config.conv_padding != "valid" and kind not in ConvTorso.SPECS:
+            raise UsageError(f"--conv-padding pads a conv torso's layers: the {kind} torso has none")
         self.kind = kind
         core_in = self.torso.out_size + extra_size
         self.core = LSTMCore(core_in, config.lstm_size, rng) if config.lstm_size else None

@@ -126,21 +126,28 @@ def conv_loop(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int) -> np.nd
     return out
 
 
-@pytest.mark.parametrize(("kind", "stack"),
-                         [("nature", (4, 36, 36)), ("impala_shallow", (2, 39, 38, 3)), ("minatar", (1, 10, 10, 4))])
-def test_conv_torso_on_blocks_equals_strided_convolutions(kind, stack):
+@pytest.mark.parametrize(("kind", "stack", "padding"),
+                         [("nature", (4, 36, 36), "valid"), ("impala_shallow", (2, 39, 38, 3), "valid"),
+                          ("minatar", (1, 10, 10, 4), "valid"), ("nature", (4, 38, 37), "same"),
+                          ("impala_shallow", (2, 39, 38, 3), "same")])
+def test_conv_torso_on_blocks_equals_strided_convolutions(kind, stack, padding):
     """Each conv runs at stride 1 on s x s blocks of its input, odd sizes cropped to
-    the pixels it reads; the features equal a loop of strided convolutions', and every kernel's
+    the pixels it reads, or zero-padded first for SAME; the features equal a loop of strided
+    convolutions' over the input with TensorFlow's SAME borders written out, and every kernel's
     gradient equals that through TensorFlow's own strided convolutions."""
     rng = np.random.default_rng(3)
     k, frame = stack[0], stack[1:]
     image_shape = (*frame[:2], k * (frame[2] if len(frame) == 3 else 1))
-    torso = ConvTorso(kind, image_shape, np.random.default_rng(1))
+    torso = ConvTorso(kind, image_shape, np.random.default_rng(1), padding=padding)
     x = rng.integers(0, 256, (2, *stack), dtype=np.uint8)
     images = channels_last(tf.constant(x)).numpy() / 255.0
     for n in range(2):
         h = images[n]
         for conv in torso.convs:
+            kernel = conv.w.shape[0]
+            if padding == "same":  # out = ceil(n / s); the pad total's smaller half goes first
+                totals = [max((-(-size // conv.stride) - 1) * conv.stride + kernel - size, 0) for size in h.shape[:2]]
+                h = np.pad(h, [(t // 2, t - t // 2) for t in totals] + [(0, 0)])
             h = np.maximum(conv_loop(h, conv.w.numpy(), conv.b.numpy(), conv.stride), 0.0)
         expected = np.maximum(h.reshape(-1) @ torso.fc.w.numpy() + torso.fc.b.numpy(), 0.0)
         np.testing.assert_allclose(torso(tf.constant(x[n : n + 1]))[0].numpy(), expected, rtol=1e-4, atol=1e-5)
@@ -150,7 +157,7 @@ def test_conv_torso_on_blocks_equals_strided_convolutions(kind, stack):
         ours = tf.reduce_sum(tf.square(torso(tf.constant(x))))
         h = tf.constant(images, tf.float32)
         for conv in torso.convs:
-            h = tf.nn.relu(tf.nn.conv2d(h, conv.w, conv.stride, "VALID") + conv.b)
+            h = tf.nn.relu(tf.nn.conv2d(h, conv.w, conv.stride, padding.upper()) + conv.b)
         theirs = tf.reduce_sum(tf.square(tf.nn.relu(torso.fc(tf.reshape(h, [2, -1])))))
     for mine, reference in zip(tape.gradient(ours, kernels), tape.gradient(theirs, kernels), strict=True):
         np.testing.assert_allclose(mine.numpy(), reference.numpy(), rtol=1e-4, atol=1e-4)
@@ -246,6 +253,31 @@ def test_fan_in_uniform_init_reaches_the_conv_torso_and_the_default_stays_orthog
         assert not conv.b.numpy().any()
     with pytest.raises(UsageError, match="--dense-init"):
         RecurrentTorso(NetworkConfig(torso="nature", dense_init="xavier"), (84, 84))
+
+
+def test_dopamines_network_same_padding_and_variance_scaling_init():
+    """`--conv-padding same --dense-init variance_scaling` is Dopamine's Nature network: on 84x84
+    frames the maps are 21, 11 and 11 a side, so the dense layer reads 11 * 11 * 64; every layer's
+    weights lie in +-sqrt(sqrt(3) / fan in) with the std of that uniform, and biases start at zero.
+    A torso without convolutions refuses the padding."""
+    from seedfleet.algorithms.networks import RecurrentTorso
+
+    config = NetworkConfig(torso="nature", compute_dtype="float32", dense_init="variance_scaling",
+                           conv_padding="same")
+    torso = RecurrentTorso(config, (84, 84), seed=0).torso
+    assert [conv.out_size for conv in torso.convs] == [(21, 21), (11, 11), (11, 11)]
+    layers = [*torso.convs, torso.fc]
+    for layer, fan_in in zip(layers, (8 * 8 * 4, 4 * 4 * 32, 3 * 3 * 64, 11 * 11 * 64), strict=True):
+        bound = np.sqrt(np.sqrt(3.0) / fan_in)
+        w = layer.w.numpy()
+        assert np.abs(w).max() <= bound and abs(w.std() - bound / np.sqrt(3)) < 0.05 * bound
+        assert not layer.b.numpy().any()
+    features = torso(tf.constant(np.full((2, 4, 84, 84), 200, np.uint8)))
+    assert features.shape == (2, 512) and np.isfinite(features.numpy()).all()
+    with pytest.raises(UsageError, match="--conv-padding"):
+        RecurrentTorso(NetworkConfig(torso="mlp", conv_padding="same"), (8,))
+    with pytest.raises(UsageError, match="--conv-padding"):
+        RecurrentTorso(NetworkConfig(torso="nature", conv_padding="full"), (84, 84))
 
 
 def test_a_layer_normalised_mlp_torso_is_the_equations_and_stays_bounded_far_outside_its_inputs():
