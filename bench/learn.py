@@ -53,12 +53,12 @@ from seedfleet.bench.results_page import TaskResult, learning_table
 from seedfleet.bench.run_config import Defaults, configs_markdown, todays_defaults
 from seedfleet.envs import describe
 from seedfleet.machine_cpu import MACHINE_FILE, cpu_label, machine, read_machine
-from seedfleet.settings import CONFIG_FILE
+from seedfleet.settings import CONFIG_FILE, EVALS_FILE
 
 BEGIN, END = "<!-- learn:begin -->", "<!-- learn:end -->"
 RUNS = Path("runs/learn")  # the runs' log dirs (checkpoints, summaries, console)
 RESULTS = Path("bench/results/learn")  # what the report reads: each run's curve and summary, kept in git
-KEPT = ("progress.csv", "summary.json", MACHINE_FILE, CONFIG_FILE)  # CONFIG_FILE: the learner's record
+KEPT = ("progress.csv", "summary.json", MACHINE_FILE, CONFIG_FILE, EVALS_FILE)  # CONFIG_FILE: the learner's record
 STOP = threading.Event()  # set by SIGTERM or SIGINT to the bench (stop_on_signals)
 
 

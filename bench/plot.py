@@ -26,7 +26,7 @@ from pathlib import Path
 from seedfleet.bench.references import REFERENCES, Reference
 from seedfleet.errors import UsageError
 from seedfleet.machine_cpu import cpu_label
-from seedfleet.settings import read_config
+from seedfleet.settings import EVALS_FILE, read_config
 
 TRAINING, EVALUATION = "mean_return_last_100", "mean_eval_return_last_100"
 RECENT = "mean_return_last_20"  # the training return over the last 20 episodes (SAC's acceptance reads it)
@@ -40,6 +40,15 @@ def read_curve(logdir: Path) -> list[dict]:
         return []
     with path.open() as f:
         return [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
+
+
+def read_evals(logdir: Path) -> list[dict]:
+    """checkpoint_evals.csv's rows as written (strings), oldest checkpoint first; [] without one."""
+    path = Path(logdir) / EVALS_FILE
+    if not path.exists():
+        return []
+    with path.open() as f:
+        return list(csv.DictReader(f))
 
 
 def return_at(curve: list[dict], frames: int, key: str = TRAINING) -> float:

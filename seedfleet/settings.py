@@ -23,6 +23,7 @@ from pathlib import Path
 from seedfleet.json_files import write_json
 
 CONFIG_FILE = "config.json"  # in a run's log dir: [{"from_frames": n, "flags": {name: value}}, ...]
+EVALS_FILE = "checkpoint_evals.csv"  # in a run's log dir: its checkpoints' policies played (bench/checkpoint_evals.py)
 
 
 def _json_value(value: object) -> object:

@@ -164,6 +164,14 @@ def load_variables(checkpoint: Path, objects: dict) -> None:
     tf.train.Checkpoint(**objects).read(str(checkpoint / VARIABLES)).assert_existing_objects_matched()
 
 
+def saved_frames(checkpoint: Path) -> int:
+    """The run's frames when `checkpoint` was written, from the name `CheckpointStore.save` gives it."""
+    frames = Path(checkpoint).name.rsplit("-f", 1)[-1]
+    if not frames.isdigit():
+        raise UsageError(f"{checkpoint}: not named as the learner names its checkpoints (..-f<frames>)")
+    return int(frames)
+
+
 def newest_checkpoint(path: Path) -> Path:
     """`path` itself if it is a checkpoint, else the newest complete checkpoint in a log dir."""
     path = Path(path)
