@@ -80,12 +80,13 @@ def _append(path: Path, row: dict) -> None:
 
 def watch(logdir: Path, settings: EvalSettings, poll_s: float = 30.0) -> None:
     """Reads each new checkpoint until the run's summary.json appears, then the last ones."""
-    while not (Path(logdir) / "summary.json").exists():
+    while True:
+        ended = (Path(logdir) / "summary.json").exists()  # before the read: the last checkpoint precedes it
         for row in evaluate_new(logdir, settings):
             print_row(row)
+        if ended:
+            return
         time.sleep(poll_s)
-    for row in evaluate_new(logdir, settings):
-        print_row(row)
 
 
 def print_row(row: dict) -> None:
