@@ -11,7 +11,8 @@ each env playing one share of the episodes, at Dopamine's training epsilon (0.01
 
 Each checkpoint not yet read adds one row to the log dir's checkpoint_evals.csv, which the
 learning bench keeps with the run's curve. The learner keeps its newest few checkpoints only,
-so read them while the run goes: `--watch` reads each new one until the run writes its summary.
+so read them while the run goes: `--watch` reads each new one until the run writes its summary
+(a resumed run: until it writes it again).
 The reads share the machine with the run: they slow its wall time, not its curve per frame.
 """
 
@@ -79,14 +80,25 @@ def _append(path: Path, row: dict) -> None:
 
 
 def watch(logdir: Path, settings: EvalSettings, poll_s: float = 30.0) -> None:
-    """Reads each new checkpoint until the run's summary.json appears, then the last ones."""
+    """Reads each new checkpoint until the run writes its summary.json, then the last ones. A
+    summary.json there already when the watch begins is an earlier stretch's, of a resumed run."""
+    summary = Path(logdir) / "summary.json"
+    earlier = _written_ns(summary)
     while True:
-        ended = (Path(logdir) / "summary.json").exists()  # before the read: the last checkpoint precedes it
+        ended = _written_ns(summary) != earlier  # before the read: the last checkpoint precedes it
         for row in evaluate_new(logdir, settings):
             print_row(row)
         if ended:
             return
         time.sleep(poll_s)
+
+
+def _written_ns(path: Path) -> int | None:
+    """When `path` was last written, or None while it does not exist."""
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
 
 
 def print_row(row: dict) -> None:

@@ -1,11 +1,14 @@
 """bench/checkpoint_evals.py: each checkpoint's policy played once, in its own row."""
 
+import os
+import threading
+
 import numpy as np
 import pytest
 from test_eval_export import _checkpoint
 
 from seedfleet.bench import learn
-from seedfleet.bench.checkpoint_evals import EvalSettings, evaluate_new, main
+from seedfleet.bench.checkpoint_evals import EvalSettings, evaluate_new, main, watch
 from seedfleet.bench.plot import read_evals
 from seedfleet.errors import UsageError
 from seedfleet.server.checkpoint import saved_frames
@@ -60,3 +63,26 @@ def test_a_checkpoint_not_named_by_the_learner_and_zero_episodes_are_refused(tmp
         saved_frames(tmp_path / "ckpt-123-latest")
     with pytest.raises(UsageError, match="--episodes"):
         main([str(tmp_path), "--episodes", "0"])
+
+
+def test_watching_a_resumed_run_waits_for_its_new_summary(tmp_path):
+    """A resumed run's log dir holds the summary of its earlier stretch: the watch goes on until
+    the run writes the summary again, then reads the checkpoint the run left last."""
+    logdir = tmp_path / "seed0"
+    logdir.mkdir()
+    summary = logdir / "summary.json"
+    summary.write_text("{}")
+    os.utime(summary, ns=(1_000_000_000, 1_000_000_000))
+    watcher = threading.Thread(target=watch, args=(logdir, EvalSettings(episodes=2, epsilon=0.0)),
+                               kwargs={"poll_s": 0.02}, daemon=True)
+    watcher.start()
+    watcher.join(timeout=1.0)
+    assert watcher.is_alive()  # the earlier stretch's summary did not end it
+
+    _, made = _checkpoint(tmp_path / "elsewhere", "vtrace", scale=None)  # moved in whole, as the learner's rename
+    (logdir / "checkpoints").mkdir()
+    last = made.rename(logdir / "checkpoints" / "ckpt-1000-f40000")
+    summary.write_text('{"stop_reason": "max_frames"}')
+    watcher.join(timeout=120.0)
+    assert not watcher.is_alive()
+    assert [row["checkpoint"] for row in read_evals(logdir)] == [last.name]
