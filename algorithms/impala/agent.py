@@ -43,6 +43,9 @@ class ImpalaAgent(tf.Module):
         if not 0.0 <= config.advantage_lambda <= 1.0:
             raise UsageError(f"--advantage-lambda is a trace's lambda in [0, 1] (0: --vtrace-lambda's), got "
                              f"{config.advantage_lambda}")
+        if config.value_clip < 0:
+            raise UsageError(f"--value-clip is how far a value may move from the step start's (0: off), got "
+                             f"{config.value_clip}")
         if config.shuffle_transitions:
             check_transition_minibatches(config, network)
         self.config = config
@@ -85,7 +88,7 @@ class ImpalaAgent(tf.Module):
         data: Unroll | Transitions = batch
         if self.config.shuffle_transitions:
             data = flatten(batch, self._by_minibatch(self._targets, batch))
-        elif self.config.proximal_clip or self.config.fixed_targets:
+        elif self.config.proximal_clip or self.config.fixed_targets or self.config.value_clip:
             params, values = self._step_start(batch)
             data = batch._replace(extras={**batch.extras, "proximal_policy": params, "start_value": values})
         passes = []

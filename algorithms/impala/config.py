@@ -20,6 +20,9 @@ class ImpalaConfig:
     learning_rate_decay: bool = False  # the learning rate falls linearly to 0 at --max-frames
     learning_rate_decay_frames: int = 0  # ... or at this many frames instead (0: --max-frames); a run may stop sooner
     baseline_cost: float = 0.5  # weight of the value loss 0.5 * (v_s - V(x_s))^2
+    # PPO's value clip: V(x_s) may move at most this far from its value as the learner step began before the
+    # value loss stops pulling it (0: off; CleanRL's ppo_atari.py clips at its clip_coef, 0.1)
+    value_clip: float = 0.0
     entropy_cost: float = 0.01  # weight of the entropy bonus
     max_grad_norm: float = 40.0  # gradients are clipped to this global norm
     clip_rho_threshold: float = 1.0  # rho_bar of the V-trace targets

@@ -209,13 +209,14 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
         pg_loss = clipped_surrogate_loss(target_logp - behaviour_logp, advantages, mask, config.clip_ratio)
     else:
         pg_loss = -tf.reduce_sum(mask * target_logp * advantages) / count
+    start_values = batch.extras["start_value"][:-1] if config.value_clip else None
     return actor_critic_loss(config, pi, pg_loss, values, targets.vs, mask, {
         "policy/mean_rho": masked_mean(tf.exp(tf.minimum(log_rhos, 10.0)), mask),
         **shift,
         # the advantages as the policy loss would take them before any normalisation
         "advantage/mean": advantage_mean,
         "advantage/std": tf.sqrt(advantage_variance),
-    })
+    }, start_values)
 
 
 def vtrace_targets(config: ImpalaConfig, log_rhos, discounts, rewards, values, bootstrap_value,
@@ -249,12 +250,33 @@ def value_and_advantage_vtrace(config: ImpalaConfig, log_rhos, discounts, reward
                                    config.advantage_lambda)
 
 
+def value_errors(config: ImpalaConfig, values, value_targets, start_values=None) -> tuple[tf.Tensor, tf.Tensor]:
+    """The squared errors the baseline loss halves, and the share of them clipped.
+
+    Plain: (v_t - V(x_t))^2. With `value_clip` c > 0, PPO's clipped value loss (CleanRL's
+    ppo_atari.py, clip_vloss): with V_0 the value as the learner step began,
+
+      V_clip = V_0 + clip(V - V_0, -c, c),    error = max((v - V)^2, (v - V_clip)^2)
+
+    so once a pass has moved V(x_t) more than c past V_0 towards (or beyond) its target, the
+    larger, clipped error is the one taken and its gradient is zero: later passes stop fitting
+    that transition's value, and the shared torso's gradient is left to the policy's terms."""
+    errors = tf.square(value_targets - values)
+    if not config.value_clip:
+        return errors, tf.zeros_like(errors)
+    clipped_values = start_values + tf.clip_by_value(values - start_values, -config.value_clip, config.value_clip)
+    clipped_errors = tf.square(value_targets - clipped_values)
+    return tf.maximum(errors, clipped_errors), tf.cast(clipped_errors > errors, tf.float32)
+
+
 def actor_critic_loss(config: ImpalaConfig, pi: Distribution, pg_loss, values, value_targets, mask,
-                      metrics: dict) -> tuple[tf.Tensor, dict]:
+                      metrics: dict, start_values=None) -> tuple[tf.Tensor, dict]:
     """pg_loss + baseline_cost * mean(0.5 * (v - V)^2) - entropy_cost * mean(H(pi)), the means over
-    every transition with the cut ones (mask 0) weighted zero; with the loss's metrics and `metrics`."""
+    every transition with the cut ones (mask 0) weighted zero (with `value_clip`, the clipped
+    error of `value_errors` against `start_values`); with the loss's metrics and `metrics`."""
     count = tf.cast(tf.size(mask), tf.float32)
-    baseline_loss = tf.reduce_sum(mask * 0.5 * tf.square(value_targets - values)) / count
+    errors, value_clipped = value_errors(config, values, value_targets, start_values)
+    baseline_loss = tf.reduce_sum(mask * 0.5 * errors) / count
     entropy = pi.entropy()
     entropy_loss = -tf.reduce_sum(mask * entropy) / count
     loss = pg_loss + config.baseline_cost * baseline_loss + config.entropy_cost * entropy_loss
@@ -268,4 +290,5 @@ def actor_critic_loss(config: ImpalaConfig, pi: Distribution, pg_loss, values, v
         **pi.diagnostics(mask, mean_entropy),
         **metrics,
         "value/explained_variance": explained_variance(value_targets, values, mask),
+        **({"value/clip_fraction": masked_mean(value_clipped, mask)} if config.value_clip else {}),
     }

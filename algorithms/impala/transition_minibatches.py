@@ -9,6 +9,7 @@ unrolls, so with this option the learner step first runs the network as the step
 every unroll (a minibatch of unrolls at a time) and keeps, for each transition t -> t+1:
 
   v_t  the V-trace target, from V_0 and rho_t = min(rho_bar, pi_0 / mu), as `fixed_targets`;
+  V_0(x_t)  the value itself (the start of `value_clip`'s clip);
   A_t  = r_t + gamma_t v_{t+1} - V_0(x_t), APPO's advantage (v_T = V_0(x_T));
   the agent state before x_t (the frames its stack adds to x_t: `PolicyValueNet.row_states`),
 
@@ -56,6 +57,7 @@ class Transitions(NamedTuple):
     behaviour: Array  # [N, P] the acting policy mu's params at x_t
     policy_version: Array  # [N] the optimizer's update count when mu acted
     target: Array  # [N] v_t
+    start_value: Array  # [N] V_0(x_t), the value as the learner step began (`value_clip`)
     advantage: Array  # [N] A_t, not normalised
     mask: Array  # [N] 1 for a real transition, 0 for one cut at an env's reset
 
@@ -89,6 +91,7 @@ def unroll_targets(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> 
     states = net.row_states(batch.observation, batch.first, batch.state)
     return {
         "target": targets.vs,
+        "start_value": values[:-1],
         "advantage": one_step_advantages(rewards, discounts, behind_advantages.vs, values[:-1], values[-1]),
         "mask": tf.cast(real, tf.float32),
         "state": {name: value[:-1] for name, value in states.items()},
@@ -111,6 +114,7 @@ def flatten(batch: Unroll, targets: dict) -> Transitions:
         behaviour=rows(batch.extras["policy"][:, :-1]),
         policy_version=rows(batch.extras["policy_version"][:, :-1]),
         target=rows(targets["target"]),
+        start_value=rows(targets["start_value"]),
         advantage=rows(targets["advantage"]),
         mask=rows(targets["mask"]),
     )
@@ -134,4 +138,4 @@ def transition_loss(net: PolicyValueNet, config: ImpalaConfig, minibatch: Transi
         **policy_shift(log_ratio, mask, config.clip_ratio, config.clip_rho_threshold),
         "advantage/mean": advantage_mean,
         "advantage/std": tf.sqrt(advantage_variance),
-    })
+    }, tf.cast(minibatch.start_value, tf.float32))
