@@ -40,6 +40,7 @@ class Metrics:
         # The episodes of trusted streams only (server/service.py), training and evaluation: the target's windows.
         self._target_returns: deque[float] = deque(maxlen=window)
         self._target_eval_returns: deque[float] = deque(maxlen=window)
+        self.reached_target_mean = math.nan  # the full window's mean when `target_reached` first held
         self._new_eval_returns: list[float] = []
         self._new_returns: list[float] = []
         self._new_lengths: list[int] = []
@@ -142,10 +143,14 @@ class Metrics:
 
     def target_reached(self, target: float) -> bool:
         """The mean over a full window of 100 episodes of trusted streams reaches `target`:
-        evaluation episodes once there are any, training episodes otherwise."""
+        evaluation episodes once there are any, training episodes otherwise. The first mean that
+        reaches it is kept in `reached_target_mean` for the stop's progress line."""
         with self._lock:
             window = self._target_window()
-            return len(window) == window.maxlen and float(np.mean(window)) >= target
+            reached = len(window) == window.maxlen and float(np.mean(window)) >= target
+            if reached and math.isnan(self.reached_target_mean):
+                self.reached_target_mean = float(np.mean(window))
+            return reached
 
     def summary(self) -> dict:
         """The counters for summary.json."""
@@ -306,7 +311,10 @@ class Reporter:
         with self.csv_path.open("a", newline="") as f:
             csv.DictWriter(f, self.csv_fields, extrasaction="ignore", lineterminator="\n").writerow(row)
         evaluation = f"eval(100) {mean_eval:.1f}  " if self.metrics.eval_episodes else ""
-        along = self.progress.update(now, frames, self.metrics.target_mean())
+        # episodes that end between the stop decision and this line can pull the window back under
+        # the target: the line reads at least the mean that stopped the run
+        target_mean = np.fmax(self.metrics.target_mean(), self.metrics.reached_target_mean)
+        along = self.progress.update(now, frames, float(target_mean))
         own = "".join(f"{column.replace('_', ' ')} {value:,.0f}  " if abs(value) >= 10 else
                       f"{column.replace('_', ' ')} {value:.2f}  " for column, value in trainer.items())
         return (

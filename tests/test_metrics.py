@@ -100,3 +100,25 @@ def test_progress_gives_the_share_of_the_budget_an_eta_from_the_recent_rate_and_
     assert RunProgress(max_frames=100).update(0.0, 120, 1.0) == "(100.0%, ETA 0s)"
     assert RunProgress().update(0.0, 5, 1.0) == ""  # no budget, no target: the line as before
     assert RunProgress(target_return=475).update(0.0, 5, 9.5) == "best 9.5 of target 475"
+
+
+def test_the_stop_line_reads_the_mean_that_reached_the_target_after_worse_episodes_arrive(tmp_path):
+    """The run stops when a full window reaches the target; episodes that end before the last
+    progress line is printed can pull the window back under it. The line still says reached."""
+    from seedfleet.server.progress import RunProgress
+
+    metrics = Metrics(frame_skip=1)
+    trusted = np.ones(100, bool)
+    metrics.add_inference(0, 100, np.full(100, 480.0), np.full(100, 10), np.zeros(100, bool), trusted=trusted)
+    assert metrics.target_reached(475) and metrics.reached_target_mean == 480.0
+    metrics.add_inference(0, 5, np.full(5, 20.0), np.full(5, 10), np.zeros(5, bool), trusted=trusted[:5])
+    assert metrics.target_mean() == pytest.approx(457.0) and not metrics.target_reached(475)
+    assert metrics.reached_target_mean == 480.0  # the first reading that held is kept
+    line = Reporter(metrics, tmp_path, lambda: 0, progress=RunProgress(target_return=475.0)).report()
+    assert "best 480.0 of target 475" in line, line
+    unreached = Metrics(frame_skip=1)
+    unreached.add_inference(0, 100, np.full(100, 20.0), np.full(100, 10), np.zeros(100, bool), trusted=trusted)
+    assert not unreached.target_reached(475) and math.isnan(unreached.reached_target_mean)
+    (tmp_path / "b").mkdir()
+    line = Reporter(unreached, tmp_path / "b", lambda: 0, progress=RunProgress(target_return=475.0)).report()
+    assert "best 20.0 of target 475" in line, line
