@@ -147,10 +147,11 @@ class Metrics:
         reaches it is kept in `reached_target_mean` for the stop's progress line."""
         with self._lock:
             window = self._target_window()
-            reached = len(window) == window.maxlen and float(np.mean(window)) >= target
-            if reached and math.isnan(self.reached_target_mean):
-                self.reached_target_mean = float(np.mean(window))
-            return reached
+            if len(window) < window.maxlen or (mean := float(np.mean(window))) < target:
+                return False
+            if math.isnan(self.reached_target_mean):
+                self.reached_target_mean = mean
+            return True
 
     def summary(self) -> dict:
         """The counters for summary.json."""
