@@ -147,7 +147,8 @@ class Metrics:
         reaches it is kept in `reached_target_mean` for the stop's progress line."""
         with self._lock:
             window = self._target_window()
-            if len(window) < window.maxlen or (mean := float(np.mean(window))) < target:
+            # `not >=` so that a NaN target (none set) is never reached
+            if len(window) < window.maxlen or not (mean := float(np.mean(window))) >= target:
                 return False
             if math.isnan(self.reached_target_mean):
                 self.reached_target_mean = mean

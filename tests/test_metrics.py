@@ -122,3 +122,12 @@ def test_the_stop_line_reads_the_mean_that_reached_the_target_after_worse_episod
     (tmp_path / "b").mkdir()
     line = Reporter(unreached, tmp_path / "b", lambda: 0, progress=RunProgress(target_return=475.0)).report()
     assert "best 20.0 of target 475" in line, line
+
+
+def test_a_run_without_a_target_never_stops_on_one():
+    """No target set is a NaN target: a full window of any returns never reaches it."""
+    metrics = Metrics(frame_skip=1)
+    metrics.add_inference(0, 100, np.full(100, 22.0), np.full(100, 10), np.zeros(100, bool),
+                          trusted=np.ones(100, bool))
+    assert not metrics.target_reached(math.nan) and math.isnan(metrics.reached_target_mean)
+    assert metrics.target_reached(20.0)
