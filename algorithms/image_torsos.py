@@ -83,6 +83,9 @@ class ConvTorso(tf.Module):
     With `layer_norm` (PQN's network, Gallici et al. 2024) every layer's output is normalised
     before its ReLU: a conv's over its channels at each pixel (as purejaxql's flax LayerNorm
     over the last axis), the dense layer's over its units; in float32 whatever `dtype` is.
+    With `feature_norm` only the dense layer's output is (the penultimate normalisation of
+    Bjorck, Gomes and Weinberger, 2022, "Is High Variance Unavoidable in RL?", which cut the
+    share of runs that fail to take off); the convs stay plain.
     """
 
     SPECS = {
@@ -94,7 +97,7 @@ class ConvTorso(tf.Module):
 
     def __init__(self, kind: str, image_shape: tuple[int, int, int], rng, dtype: tf.DType = tf.float32,
                  scale: float = 1.0 / 255, layer_norm: bool = False, init: str = "orthogonal",
-                 padding: str = "valid"):
+                 padding: str = "valid", feature_norm: bool = False):
         super().__init__()
         self.dtype, self.scale = dtype, scale
         convs, hidden = self.SPECS[kind]
@@ -109,11 +112,13 @@ class ConvTorso(tf.Module):
         self.out_size = hidden
         # None, not an empty list, without them: checkpoints of torsos without them keep their layout
         self.norms = [LayerNorm(c_out) for c_out, _, _ in convs] + [LayerNorm(hidden)] if layer_norm else None
+        self.feature_norm = LayerNorm(hidden) if feature_norm and not layer_norm else None
 
     def _activation(self, x: tf.Tensor, layer: int) -> tf.Tensor:
         """ReLU of layer `layer`'s output, after its layer normalisation if the torso has them."""
-        if self.norms:
-            x = tf.cast(self.norms[layer](tf.cast(x, tf.float32)), x.dtype)
+        norm = self.norms[layer] if self.norms else self.feature_norm if layer == len(self.convs) else None
+        if norm is not None:
+            x = tf.cast(norm(tf.cast(x, tf.float32)), x.dtype)
         return tf.nn.relu(x)
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:

@@ -139,6 +139,9 @@ class RecurrentTorso(tf.Module):
                 raise UsageError(f"the mlp torso takes vector observations, got shape {obs_shape}")
             if self.frame_stack != 1:
                 raise UsageError("frame stacking is for image observations")
+            if config.feature_norm:
+                raise UsageError("--feature-norm normalises a conv torso's dense layer; --layer-norm normalises "
+                                 "every layer of the mlp torso")
             self.torso = MLPTorso(obs_shape[0], tuple(config.mlp_sizes), rng, config.activation, config.dense_init,
                                   config.layer_norm)
         elif kind in (*ConvTorso.SPECS, "pool"):
@@ -147,11 +150,12 @@ class RecurrentTorso(tf.Module):
             dtype = config.compute_dtype if config.compute_dtype != "auto" else "float32"
             stack_shape = (*obs_shape[:2], self.frame_stack * (obs_shape[2] if len(obs_shape) == 3 else 1))
             scale = 1.0 / 255 if self.obs_dtype == UINT8 else 1.0
-            if kind == "pool" and config.layer_norm:
-                raise UsageError("--layer-norm normalises a conv or mlp torso's layers: the pool torso has none")
+            if kind == "pool" and (config.layer_norm or config.feature_norm):
+                raise UsageError("--layer-norm and --feature-norm normalise a conv or mlp torso's layers: the pool "
+                                 "torso has none")
             self.torso = PoolTorso(stack_shape, rng, scale) if kind == "pool" else \
                 ConvTorso(kind, stack_shape, rng, tf.as_dtype(dtype), scale, config.layer_norm, config.dense_init,
-                          config.conv_padding)
+                          config.conv_padding, config.feature_norm)
         else:
             raise UsageError(f"unknown torso {config.torso!r}")
         if config.conv_padding != "valid" and kind not in ConvTorso.SPECS:

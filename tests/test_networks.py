@@ -308,3 +308,27 @@ def test_a_layer_normalised_mlp_torso_is_the_equations_and_stays_bounded_far_out
     plain = MLPTorso(5, (16, 8), np.random.default_rng(1))
     assert plain.norms is None
     assert np.linalg.norm(plain(1e4 * x).numpy(), axis=-1).max() > 1e3
+
+
+def test_feature_norm_normalises_the_conv_torsos_dense_layer_alone():
+    """With feature_norm the convs stay plain ReLU layers and only the dense layer's output is
+    (h - mean) / sqrt(var + 1e-5) * scale + offset before its ReLU: a NumPy loop of the convs, then
+    the equation over each row's 256 units. An mlp torso refuses the flag."""
+    torso = ConvTorso("impala_shallow", (36, 36, 4), np.random.default_rng(1), feature_norm=True)
+    assert torso.norms is None and torso.feature_norm is not None
+    norm = torso.feature_norm
+    norm.scale.assign(np.linspace(0.5, 1.5, 256).astype(np.float32))
+    norm.offset.assign(np.linspace(-0.2, 0.2, 256).astype(np.float32))
+    x = np.random.default_rng(2).integers(0, 256, (2, 4, 36, 36), dtype=np.uint8)
+    images = channels_last(tf.constant(x)).numpy() / 255.0
+    for n in range(2):
+        h = images[n]
+        for conv in torso.convs:
+            h = np.maximum(conv_loop(h, conv.w.numpy(), conv.b.numpy(), conv.stride), 0.0)
+        h = h.reshape(-1).astype(np.float64) @ torso.fc.w.numpy() + torso.fc.b.numpy()
+        mean = sum(h) / len(h)
+        variance = sum((v - mean) ** 2 for v in h) / len(h)
+        expected = np.maximum((h - mean) / np.sqrt(variance + 1e-5) * norm.scale.numpy() + norm.offset.numpy(), 0)
+        np.testing.assert_allclose(torso(tf.constant(x[n : n + 1]))[0].numpy(), expected, rtol=1e-4, atol=1e-4)
+    with pytest.raises(UsageError, match="--feature-norm"):
+        PolicyValueNet(NetworkConfig(feature_norm=True), (4,), ActionSpec.discrete(2))
