@@ -39,6 +39,9 @@ def _plain(value):
     return json.loads(json.dumps(value, default=str))
 
 
+NETWORK_DEFAULTS = _plain(dataclasses.asdict(NetworkConfig()))
+
+
 def _shape_defining(value):
     """A setup entry without what may differ between runs of the same network (the torso's
     compute dtype, which follows the machine, and whether XLA compiles the training step)."""
@@ -84,6 +87,8 @@ class RunSetup:
         """Why a checkpoint of `saved` cannot be restored into this run, or None."""
         for key in ("env", "algo", "network"):
             theirs, ours = getattr(saved, key), getattr(self, key)
+            if key == "network":  # a field added since the checkpoint was written reads as its default
+                theirs, ours = {**NETWORK_DEFAULTS, **theirs}, {**NETWORK_DEFAULTS, **ours}
             if _shape_defining(theirs) != _shape_defining(ours):
                 return f"were written for {key} {theirs}, this learner runs {ours}"
         for key in INPUT_DEFINING:

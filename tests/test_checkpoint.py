@@ -144,6 +144,19 @@ def test_learner_checkpoints_carry_the_counters_and_refuse_another_setup(tmp_pat
         LearnerCheckpoints(store, _Agent(0.0), _Trainer(), Metrics(4), _setup("Breakout")).restore()
 
 
+def test_a_network_field_added_since_the_checkpoint_reads_as_its_default():
+    """A checkpoint written before a network setting existed restores into a run that leaves it at
+    its default (as `seedfleet run --resume` after an upgrade), and is refused by one that sets it."""
+    import dataclasses
+
+    from seedfleet.algorithms.network_config import NetworkConfig
+
+    network = json.loads(json.dumps(dataclasses.asdict(NetworkConfig(torso="impala_shallow", layer_norm=True))))
+    older = RunSetup("Pong", "appo", {k: v for k, v in network.items() if k != "feature_norm"}, {}, {})
+    assert RunSetup("Pong", "appo", network, {}, {}).mismatch(older) is None
+    assert "feature_norm" in RunSetup("Pong", "appo", {**network, "feature_norm": True}, {}, {}).mismatch(older)
+
+
 def test_a_checkpoint_written_before_families_and_trainer_state_still_restores(tmp_path, caplog):
     """One written by the layout before: R2D2's replay in `replay.npz`, and the learner's
     settings still holding `exploration_envs` and `checkpoint_replay` (now R2D2's). The trainer
