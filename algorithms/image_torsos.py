@@ -84,8 +84,8 @@ class ConvTorso(tf.Module):
     before its ReLU: a conv's over its channels at each pixel (as purejaxql's flax LayerNorm
     over the last axis), the dense layer's over its units; in float32 whatever `dtype` is.
     With `feature_norm` only the dense layer's output is (the penultimate normalisation of
-    Bjorck, Gomes and Weinberger, 2022, "Is High Variance Unavoidable in RL?", which cut the
-    share of runs that fail to take off); the convs stay plain.
+    Bjorck, Gomes and Weinberger, 2022, "Is High Variance Unavoidable in RL?", proposed there
+    against runs that fall far behind the others); the convs stay plain.
     """
 
     SPECS = {

@@ -169,6 +169,13 @@ def test_an_exploration_correlation_of_one_or_more_is_one_clear_line():
         sac_agent(exploration_correlation=1.0)
 
 
+@pytest.mark.parametrize("flag", ["layer_norm", "feature_norm"])
+def test_torso_normalisation_flags_sac_has_no_use_for_are_refused_not_ignored(flag):
+    context = AgentContext((3,), np.dtype(np.float32), ActionSpec.box((1,), [-2.0], [2.0]), max_envs=8)
+    with pytest.raises(UsageError, match="--critic-layer-norm"):
+        SACAgent(SACConfig(), NetworkConfig(jit_compile=False, **{flag: True}), context)
+
+
 def transitions(rng, n: int) -> Unroll:
     first = np.zeros((n, 2), bool)
     first[0, 1] = True  # a step into a reset observation: no transition
