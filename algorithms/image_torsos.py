@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from seedfleet.algorithms.layers import LayerNorm, Linear, conv_weights
+from seedfleet.algorithms.layers import LayerNorm, Linear, MapNorm, conv_weights
 from seedfleet.errors import UsageError
 
 PADDINGS = ("valid", "same")  # --conv-padding's choices
@@ -69,6 +69,9 @@ class Conv2D(tf.Module):
         return tf.nn.conv2d(blocks, tf.cast(w, blocks.dtype), 1, "VALID") + tf.cast(self.b, blocks.dtype)
 
 
+CONV_NORMS = {"pixel": LayerNorm, "map": MapNorm}  # --conv-norm: what --layer-norm normalises a conv's output over
+
+
 class ConvTorso(tf.Module):
     """Nature DQN torso (Mnih et al., 2015), the IMPALA paper's shallow torso, or MinAtar's
     (Young & Tian, 2019: one 3x3 conv of 16 channels, 128 hidden units) for small images.
@@ -83,6 +86,7 @@ class ConvTorso(tf.Module):
     With `layer_norm` (PQN's network, Gallici et al. 2024) every layer's output is normalised
     before its ReLU: a conv's over its channels at each pixel (as purejaxql's flax LayerNorm
     over the last axis), the dense layer's over its units; in float32 whatever `dtype` is.
+    With `conv_norm` "map" a conv's output is normalised over all its values instead (`MapNorm`).
     With `feature_norm` only the dense layer's output is (the penultimate normalisation of
     Bjorck, Gomes and Weinberger, 2022, "Is High Variance Unavoidable in RL?", proposed there
     against runs that fall far behind the others); the convs stay plain.
@@ -97,7 +101,7 @@ class ConvTorso(tf.Module):
 
     def __init__(self, kind: str, image_shape: tuple[int, int, int], rng, dtype: tf.DType = tf.float32,
                  scale: float = 1.0 / 255, layer_norm: bool = False, init: str = "orthogonal",
-                 padding: str = "valid", feature_norm: bool = False):
+                 padding: str = "valid", feature_norm: bool = False, conv_norm: str = "pixel"):
         super().__init__()
         self.dtype, self.scale = dtype, scale
         convs, hidden = self.SPECS[kind]
@@ -111,7 +115,10 @@ class ConvTorso(tf.Module):
         self.fc = Linear(h * w * c, hidden, np.sqrt(2), rng, init=init)
         self.out_size = hidden
         # None, not an empty list, without them: checkpoints of torsos without them keep their layout
-        self.norms = [LayerNorm(c_out) for c_out, _, _ in convs] + [LayerNorm(hidden)] if layer_norm else None
+        if conv_norm not in CONV_NORMS:
+            raise UsageError(f"--conv-norm {conv_norm!r}: choose from {', '.join(CONV_NORMS)}")
+        norm = CONV_NORMS[conv_norm]
+        self.norms = [norm(c_out) for c_out, _, _ in convs] + [LayerNorm(hidden)] if layer_norm else None
         self.feature_norm = LayerNorm(hidden) if feature_norm and not layer_norm else None
 
     def _activation(self, x: tf.Tensor, layer: int) -> tf.Tensor:

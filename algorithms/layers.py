@@ -90,6 +90,17 @@ class LayerNorm(tf.Module):
         return (x - mean) * tf.math.rsqrt(variance + self.EPSILON) * self.scale + self.offset
 
 
+class MapNorm(LayerNorm):
+    """Layer normalisation of a conv's whole output, [N, H, W, C] (Ba, Kiros and Hinton's layer
+    norm of a conv layer): the mean and (biased) variance over each sample's H x W x C values, then
+    a scale and an offset per channel. Unlike `LayerNorm` over each pixel's channels, it keeps how
+    much stronger one pixel's features are than another's."""
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        mean, variance = tf.nn.moments(x, axes=[1, 2, 3], keepdims=True)
+        return (x - mean) * tf.math.rsqrt(variance + self.EPSILON) * self.scale + self.offset
+
+
 def copy_variables(sources: list[tf.Variable], targets: list[tf.Variable]) -> None:
     """Sets each target variable to its source, in order (target networks' hard copies)."""
     for target, source in zip(targets, sources, strict=True):

@@ -19,6 +19,7 @@ class NetworkConfig:
     conv_padding: str = "valid"  # conv torsos: valid (whole windows; Nature's 7x7 last map) | same (zero
     # borders, ceil(n / stride) outputs a side; Dopamine's networks, 11x11 last map on 84x84 frames)
     layer_norm: bool = False  # conv and mlp torsos: layer normalisation before each activation (PQN's network)
+    conv_norm: str = "pixel"  # with --layer-norm, a conv's output over: pixel (each pixel's channels) | map (all)
     feature_norm: bool = False  # conv torsos: layer normalisation of the dense feature layer alone, before its ReLU
     lstm_size: int = 0  # LSTM core size; 0: none for vtrace; for r2d2 512 (Atari frames), 128 (small images), 64
     frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for [H, W, C] and vectors)

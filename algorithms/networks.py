@@ -155,9 +155,12 @@ class RecurrentTorso(tf.Module):
                                  "torso has none")
             self.torso = PoolTorso(stack_shape, rng, scale) if kind == "pool" else \
                 ConvTorso(kind, stack_shape, rng, tf.as_dtype(dtype), scale, config.layer_norm, config.dense_init,
-                          config.conv_padding, config.feature_norm)
+                          config.conv_padding, config.feature_norm, config.conv_norm)
         else:
             raise UsageError(f"unknown torso {config.torso!r}")
+        if config.conv_norm != "pixel" and not (config.layer_norm and kind in ConvTorso.SPECS):
+            raise UsageError(f"--conv-norm {config.conv_norm} says what --layer-norm normalises a conv torso's "
+                             "layers over: pass --layer-norm, on a conv torso")
         if config.conv_padding != "valid" and kind not in ConvTorso.SPECS:
             raise UsageError(f"--conv-padding pads a conv torso's layers: the {kind} torso has none")
         self.kind = kind

@@ -332,3 +332,32 @@ def test_feature_norm_normalises_the_conv_torsos_dense_layer_alone():
         np.testing.assert_allclose(torso(tf.constant(x[n : n + 1]))[0].numpy(), expected, rtol=1e-4, atol=1e-4)
     with pytest.raises(UsageError, match="--feature-norm"):
         PolicyValueNet(NetworkConfig(feature_norm=True), (4,), ActionSpec.discrete(2))
+
+
+def test_the_map_conv_norm_normalises_each_convs_whole_output():
+    """--conv-norm map: each conv's output is (h - mean) / sqrt(var + 1e-5) * scale_c + offset_c
+    with the mean and variance over all of that sample's H x W x C values, then ReLU; checked by a
+    NumPy loop of the convs. A pixel's features keep their size against the other pixels'."""
+    torso = ConvTorso("impala_shallow", (36, 36, 4), np.random.default_rng(1), layer_norm=True, conv_norm="map")
+    for norm in torso.norms:
+        norm.scale.assign(np.linspace(0.5, 1.5, norm.scale.shape[0]).astype(np.float32))
+        norm.offset.assign(np.linspace(-0.2, 0.2, norm.offset.shape[0]).astype(np.float32))
+    x = np.random.default_rng(2).integers(0, 256, (2, 4, 36, 36), dtype=np.uint8)
+    images = channels_last(tf.constant(x)).numpy() / 255.0
+
+    def normalised(h, norm):
+        values = h.reshape(-1).astype(np.float64)
+        mean = sum(values) / len(values)
+        variance = sum((v - mean) ** 2 for v in values) / len(values)
+        return np.maximum((h - mean) / np.sqrt(variance + 1e-5) * norm.scale.numpy() + norm.offset.numpy(), 0.0)
+
+    for n in range(2):
+        h = images[n]
+        for conv, norm in zip(torso.convs, torso.norms, strict=False):
+            h = normalised(conv_loop(h, conv.w.numpy(), conv.b.numpy(), conv.stride), norm)
+        expected = normalised(h.reshape(-1) @ torso.fc.w.numpy() + torso.fc.b.numpy(), torso.norms[-1])
+        np.testing.assert_allclose(torso(tf.constant(x[n : n + 1]))[0].numpy(), expected, rtol=1e-4, atol=1e-4)
+    with pytest.raises(UsageError, match="--conv-norm 'rows'"):
+        ConvTorso("impala_shallow", (36, 36, 4), np.random.default_rng(1), layer_norm=True, conv_norm="rows")
+    with pytest.raises(UsageError, match="pass --layer-norm"):
+        PolicyValueNet(NetworkConfig(torso="impala_shallow", conv_norm="map"), (36, 36), ActionSpec.discrete(2))
