@@ -79,6 +79,7 @@ class LayerNorm(tf.Module):
     data."""
 
     EPSILON = 1e-5
+    AXES = (-1,)  # the axes each mean and variance is taken over
 
     def __init__(self, size: int, name=None):
         super().__init__(name=name)
@@ -86,7 +87,7 @@ class LayerNorm(tf.Module):
         self.offset = tf.Variable(np.zeros(size, np.float32), name="offset")
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
+        mean, variance = tf.nn.moments(x, axes=list(self.AXES), keepdims=True)
         return (x - mean) * tf.math.rsqrt(variance + self.EPSILON) * self.scale + self.offset
 
 
@@ -96,9 +97,7 @@ class MapNorm(LayerNorm):
     a scale and an offset per channel. Unlike `LayerNorm` over each pixel's channels, it keeps how
     much stronger one pixel's features are than another's."""
 
-    def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        mean, variance = tf.nn.moments(x, axes=[1, 2, 3], keepdims=True)
-        return (x - mean) * tf.math.rsqrt(variance + self.EPSILON) * self.scale + self.offset
+    AXES = (1, 2, 3)
 
 
 def copy_variables(sources: list[tf.Variable], targets: list[tf.Variable]) -> None:
