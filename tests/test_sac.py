@@ -169,11 +169,11 @@ def test_an_exploration_correlation_of_one_or_more_is_one_clear_line():
         sac_agent(exploration_correlation=1.0)
 
 
-@pytest.mark.parametrize("flag", ["layer_norm", "feature_norm"])
-def test_torso_normalisation_flags_sac_has_no_use_for_are_refused_not_ignored(flag):
+@pytest.mark.parametrize("setting", [{"layer_norm": True}, {"feature_norm": True}, {"conv_norm": "map"}])
+def test_torso_normalisation_flags_sac_has_no_use_for_are_refused_not_ignored(setting):
     context = AgentContext((3,), np.dtype(np.float32), ActionSpec.box((1,), [-2.0], [2.0]), max_envs=8)
     with pytest.raises(UsageError, match="--critic-layer-norm"):
-        SACAgent(SACConfig(), NetworkConfig(jit_compile=False, **{flag: True}), context)
+        SACAgent(SACConfig(), NetworkConfig(jit_compile=False, **setting), context)
 
 
 def transitions(rng, n: int) -> Unroll:
