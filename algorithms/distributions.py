@@ -34,6 +34,8 @@ class Distribution(Protocol):
 
     def entropy(self) -> tf.Tensor: ...
 
+    def largest_entropy(self) -> float | None: ...
+
     def kl(self, other: Distribution) -> tf.Tensor: ...
 
     def sample(self) -> tf.Tensor: ...
@@ -71,6 +73,10 @@ class Categorical:
     def entropy(self) -> tf.Tensor:
         return -tf.reduce_sum(self.probs() * tf.nn.log_softmax(self.logits), axis=-1)
 
+    def largest_entropy(self) -> float | None:
+        """log |A|, the entropy of the uniform policy."""
+        return math.log(self.logits.shape[-1])
+
     def kl(self, other: Categorical) -> tf.Tensor:
         log_p, log_q = tf.nn.log_softmax(self.logits), tf.nn.log_softmax(other.logits)
         return tf.reduce_sum(tf.exp(log_p) * (log_p - log_q), axis=-1)
@@ -106,6 +112,10 @@ class DiagGaussian:
 
     def entropy(self) -> tf.Tensor:
         return tf.reduce_sum(self.log_std + 0.5 + HALF_LOG_2PI, axis=-1)
+
+    def largest_entropy(self) -> float | None:
+        """None: a Gaussian's entropy has no largest value."""
+        return None
 
     def kl(self, other: DiagGaussian) -> tf.Tensor:
         variance_ratio = tf.exp(2.0 * (self.log_std - other.log_std))

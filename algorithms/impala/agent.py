@@ -48,6 +48,8 @@ class ImpalaAgent(tf.Module):
                              f"{config.value_clip}")
         if config.shuffle_transitions:
             check_transition_minibatches(config, network)
+        if not 0.0 <= config.entropy_floor < 1.0:
+            raise UsageError(f"--entropy-floor is a share of the largest entropy in [0, 1), got {config.entropy_floor}")
         self.config = config
         self.updates_per_batch = config.epochs * config.minibatches
         self.devices = DataParallel(env.train_devices, config.batch_size // config.minibatches)
@@ -64,6 +66,9 @@ class ImpalaAgent(tf.Module):
         # params (algorithms/distributions.py), and the optimizer's update count at acting time
         # (the policy lag, measured in training).
         params = self.net.distribution.params_size(env.actions.size)
+        if config.entropy_floor and self.net.distribution(tf.zeros([1, params])).largest_entropy() is None:
+            raise UsageError("--entropy-floor is a share of the policy's largest entropy, and these actions' "
+                             "distribution has none (discrete actions only)")
         self.extras_spec = {"policy": ((params,), np.dtype(np.float32)),
                             "policy_version": ((), np.dtype(np.int64))}
         self.act, self.policy = acting_graphs(self._act, self._policy, env, self.initial_state(1))

@@ -24,6 +24,11 @@ class ImpalaConfig:
     # value loss stops pulling it (0: off; CleanRL's ppo_atari.py clips at its clip_coef, 0.1)
     value_clip: float = 0.0
     entropy_cost: float = 0.01  # weight of the entropy bonus
+    # a floor under the policy's entropy as a share of its largest, log |A| (0: off; discrete actions only):
+    # while a minibatch's mean entropy is below entropy_floor * log |A|, the bonus weighs entropy_cost +
+    # entropy_floor_cost, so one setting holds alike on 4 actions or 18
+    entropy_floor: float = 0.0
+    entropy_floor_cost: float = 0.02  # the floor's extra weight on the entropy while below it
     max_grad_norm: float = 40.0  # gradients are clipped to this global norm
     clip_rho_threshold: float = 1.0  # rho_bar of the V-trace targets
     clip_pg_rho_threshold: float = 1.0  # rho_bar of the policy-gradient advantage

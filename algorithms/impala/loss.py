@@ -273,7 +273,13 @@ def actor_critic_loss(config: ImpalaConfig, pi: Distribution, pg_loss, values, v
                       metrics: dict, start_values=None) -> tuple[tf.Tensor, dict]:
     """pg_loss + baseline_cost * mean(0.5 * (v - V)^2) - entropy_cost * mean(H(pi)), the means over
     every transition with the cut ones (mask 0) weighted zero (with `value_clip`, the clipped
-    error of `value_errors` against `start_values`); with the loss's metrics and `metrics`."""
+    error of `value_errors` against `start_values`); with the loss's metrics and `metrics`.
+
+    With `entropy_floor` f > 0 the loss adds entropy_floor_cost * max(0, f log|A| - H_bar), H_bar the
+    mean entropy over the real transitions: below the floor the entropy's gradient weighs
+    entropy_cost + entropy_floor_cost, above it entropy_cost alone. The floor is a share of the
+    entropy's range [0, log|A|], so it holds a policy on 18 actions as on 4 (entropy regularisation
+    coupled to the number of actions: Mohammadpour, Frejinger and Bacon, ICLR 2024, arXiv 2406.05953)."""
     count = tf.cast(tf.size(mask), tf.float32)
     errors, value_clipped = value_errors(config, values, value_targets, start_values)
     baseline_loss = tf.reduce_sum(mask * 0.5 * errors) / count
@@ -281,6 +287,11 @@ def actor_critic_loss(config: ImpalaConfig, pi: Distribution, pg_loss, values, v
     entropy_loss = -tf.reduce_sum(mask * entropy) / count
     loss = pg_loss + config.baseline_cost * baseline_loss + config.entropy_cost * entropy_loss
     mean_entropy = masked_mean(entropy, mask)
+    floor_metrics = {}
+    if config.entropy_floor:
+        shortfall = tf.nn.relu(config.entropy_floor * pi.largest_entropy() - mean_entropy)
+        loss += config.entropy_floor_cost * shortfall
+        floor_metrics = {"policy/entropy_below_floor": tf.cast(shortfall > 0, tf.float32)}
     return loss, {
         "loss/total": loss,
         "loss/policy": pg_loss,
@@ -291,4 +302,5 @@ def actor_critic_loss(config: ImpalaConfig, pi: Distribution, pg_loss, values, v
         **metrics,
         "value/explained_variance": explained_variance(value_targets, values, mask),
         **({"value/clip_fraction": masked_mean(value_clipped, mask)} if config.value_clip else {}),
+        **floor_metrics,
     }
