@@ -87,5 +87,7 @@ def test_off_by_default_and_refused_outside_its_range_or_for_gaussian_actions():
     assert ImpalaConfig().entropy_floor == 0.0
     with pytest.raises(UsageError, match="entropy-floor"):
         agent_with(entropy_floor=1.0)
+    with pytest.raises(UsageError, match="entropy-floor-cost"):
+        agent_with(entropy_floor=0.3, entropy_floor_cost=-0.01)
     with pytest.raises(UsageError, match="largest entropy"):
         agent_with(ActionSpec.box((2,), [-1.0] * 2, [1.0] * 2), entropy_floor=0.3)

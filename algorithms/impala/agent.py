@@ -48,8 +48,9 @@ class ImpalaAgent(tf.Module):
                              f"{config.value_clip}")
         if config.shuffle_transitions:
             check_transition_minibatches(config, network)
-        if not 0.0 <= config.entropy_floor < 1.0:
-            raise UsageError(f"--entropy-floor is a share of the largest entropy in [0, 1), got {config.entropy_floor}")
+        if not 0.0 <= config.entropy_floor < 1.0 or config.entropy_floor_cost < 0:
+            raise UsageError(f"--entropy-floor is a share of the largest entropy in [0, 1) and --entropy-floor-cost "
+                             f"a weight of at least 0, got {config.entropy_floor} and {config.entropy_floor_cost}")
         self.config = config
         self.updates_per_batch = config.epochs * config.minibatches
         self.devices = DataParallel(env.train_devices, config.batch_size // config.minibatches)
