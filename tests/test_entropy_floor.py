@@ -75,9 +75,8 @@ def test_the_floor_adds_its_cost_times_the_entropy_shortfall_under_a_share_of_lo
         minus_mean_entropy = -tf.reduce_sum(mask * entropy) / tf.reduce_sum(mask)
     entropy_grads = tape.gradient(minus_mean_entropy, floored.net.trainable_variables)
     for plain_g, floored_g, entropy_g in zip(plain_grads, floored_grads, entropy_grads, strict=True):
-        if entropy_g is None:
-            continue
-        expected = plain_g.numpy() + (FLOOR_COST * entropy_g.numpy() if below else 0.0)
+        pull = 0.0 if entropy_g is None or not below else FLOOR_COST * entropy_g.numpy()  # None: the value head
+        expected = plain_g.numpy() + pull
         np.testing.assert_allclose(floored_g.numpy(), expected, rtol=1e-4, atol=1e-7)
     if below:
         assert max(np.abs(g.numpy()).max() for g in entropy_grads if g is not None) > 1e-4
