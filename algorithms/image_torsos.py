@@ -75,6 +75,7 @@ CONV_NORMS = {"pixel": LayerNorm, "map": MapNorm}  # --conv-norm: what --layer-n
 class ConvTorso(tf.Module):
     """Nature DQN torso (Mnih et al., 2015), the IMPALA paper's shallow torso, or MinAtar's
     (Young & Tian, 2019: one 3x3 conv of 16 channels, 128 hidden units) for small images.
+    `dense_units` sets the width of the dense layer after the convs in place of the kind's own.
 
     Input: [N, k, H, W] or [N, k, H, W, C] frame-major stacks of k frames; uint8 is
     scaled to [0, 1] here so frames travel as bytes, other dtypes (bool planes, floats)
@@ -101,10 +102,14 @@ class ConvTorso(tf.Module):
 
     def __init__(self, kind: str, image_shape: tuple[int, int, int], rng, dtype: tf.DType = tf.float32,
                  scale: float = 1.0 / 255, layer_norm: bool = False, init: str = "orthogonal",
-                 padding: str = "valid", feature_norm: bool = False, conv_norm: str = "pixel"):
+                 padding: str = "valid", feature_norm: bool = False, conv_norm: str = "pixel", dense_units: int = 0):
         super().__init__()
         self.dtype, self.scale = dtype, scale
         convs, hidden = self.SPECS[kind]
+        if dense_units < 0:
+            raise UsageError(f"--dense-units {dense_units}: give a positive width, or 0 for the {kind} "
+                             f"torso's {hidden}")
+        hidden = dense_units or hidden
         h, w, c = image_shape
         self.convs = []
         for c_out, k, s in convs:

@@ -155,7 +155,7 @@ class RecurrentTorso(tf.Module):
                                  "torso has none")
             self.torso = PoolTorso(stack_shape, rng, scale) if kind == "pool" else \
                 ConvTorso(kind, stack_shape, rng, tf.as_dtype(dtype), scale, config.layer_norm, config.dense_init,
-                          config.conv_padding, config.feature_norm, config.conv_norm)
+                          config.conv_padding, config.feature_norm, config.conv_norm, config.dense_units)
         else:
             raise UsageError(f"unknown torso {config.torso!r}")
         if config.conv_norm != "pixel" and not (config.layer_norm and kind in ConvTorso.SPECS):
@@ -163,6 +163,9 @@ class RecurrentTorso(tf.Module):
                              "layers over: pass --layer-norm, on a conv torso")
         if config.conv_padding != "valid" and kind not in ConvTorso.SPECS:
             raise UsageError(f"--conv-padding pads a conv torso's layers: the {kind} torso has none")
+        if config.dense_units and kind not in ConvTorso.SPECS:
+            raise UsageError(f"--dense-units widens a conv torso's dense layer: the {kind} torso has none"
+                             + (" (--mlp-sizes sets the mlp torso's layers)" if kind == "mlp" else ""))
         self.kind = kind
         core_in = self.torso.out_size + extra_size
         self.core = LSTMCore(core_in, config.lstm_size, rng) if config.lstm_size else None
