@@ -361,3 +361,31 @@ def test_the_map_conv_norm_normalises_each_convs_whole_output():
         ConvTorso("impala_shallow", (36, 36, 4), np.random.default_rng(1), layer_norm=True, conv_norm="rows")
     with pytest.raises(UsageError, match="pass --layer-norm"):
         PolicyValueNet(NetworkConfig(torso="impala_shallow", conv_norm="map"), (36, 36), ActionSpec.discrete(2))
+
+
+def test_dense_units_widen_the_conv_torsos_dense_layer_and_nothing_else():
+    """--dense-units 512 on the shallow torso: the same convs, a dense layer of 512 units whose
+    output is ReLU(h @ W + b) over the flattened last conv map (a NumPy loop of the convs), and a
+    network whose heads read 512 features. 0 keeps the torso's own 256; the mlp and pool torsos,
+    which have no such layer, and a negative width are refused."""
+    wide = ConvTorso("impala_shallow", (36, 36, 4), np.random.default_rng(1), dense_units=512)
+    own = ConvTorso("impala_shallow", (36, 36, 4), np.random.default_rng(1))
+    assert wide.out_size == 512 and own.out_size == 256
+    assert [c.w.shape for c in wide.convs] == [c.w.shape for c in own.convs]
+    assert wide.fc.w.shape == (own.fc.w.shape[0], 512)
+    x = np.random.default_rng(2).integers(0, 256, (2, 4, 36, 36), dtype=np.uint8)
+    images = channels_last(tf.constant(x)).numpy() / 255.0
+    for n in range(2):
+        h = images[n]
+        for conv in wide.convs:
+            h = np.maximum(conv_loop(h, conv.w.numpy(), conv.b.numpy(), conv.stride), 0.0)
+        expected = np.maximum(h.reshape(-1) @ wide.fc.w.numpy() + wide.fc.b.numpy(), 0.0)
+        np.testing.assert_allclose(wide(tf.constant(x[n : n + 1]))[0].numpy(), expected, rtol=1e-4, atol=1e-4)
+    net = PolicyValueNet(NetworkConfig(torso="impala_shallow", dense_units=512), (36, 36), ActionSpec.discrete(3))
+    assert net.torso.out_size == 512
+    with pytest.raises(UsageError, match="--dense-units.*mlp torso has none.*--mlp-sizes"):
+        PolicyValueNet(NetworkConfig(dense_units=512), (4,), ActionSpec.discrete(2))
+    with pytest.raises(UsageError, match="--dense-units.*pool torso has none"):
+        PolicyValueNet(NetworkConfig(torso="pool", dense_units=512), (36, 36), ActionSpec.discrete(2))
+    with pytest.raises(UsageError, match="--dense-units -1"):
+        ConvTorso("impala_shallow", (36, 36, 4), np.random.default_rng(1), dense_units=-1)
