@@ -126,6 +126,14 @@ def conv_loop(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int) -> np.nd
     return out
 
 
+def plain_convs(torso: ConvTorso, image: np.ndarray) -> np.ndarray:
+    """The torso's convs with their ReLUs, by `conv_loop`, on one [H, W, C] image in [0, 1]."""
+    h = image
+    for conv in torso.convs:
+        h = np.maximum(conv_loop(h, conv.w.numpy(), conv.b.numpy(), conv.stride), 0.0)
+    return h
+
+
 @pytest.mark.parametrize(("kind", "stack", "padding"),
                          [("nature", (4, 36, 36), "valid"), ("impala_shallow", (2, 39, 38, 3), "valid"),
                           ("minatar", (1, 10, 10, 4), "valid"), ("nature", (4, 38, 37), "same"),
@@ -322,10 +330,7 @@ def test_feature_norm_normalises_the_conv_torsos_dense_layer_alone():
     x = np.random.default_rng(2).integers(0, 256, (2, 4, 36, 36), dtype=np.uint8)
     images = channels_last(tf.constant(x)).numpy() / 255.0
     for n in range(2):
-        h = images[n]
-        for conv in torso.convs:
-            h = np.maximum(conv_loop(h, conv.w.numpy(), conv.b.numpy(), conv.stride), 0.0)
-        h = h.reshape(-1).astype(np.float64) @ torso.fc.w.numpy() + torso.fc.b.numpy()
+        h = plain_convs(torso, images[n]).reshape(-1).astype(np.float64) @ torso.fc.w.numpy() + torso.fc.b.numpy()
         mean = sum(h) / len(h)
         variance = sum((v - mean) ** 2 for v in h) / len(h)
         expected = np.maximum((h - mean) / np.sqrt(variance + 1e-5) * norm.scale.numpy() + norm.offset.numpy(), 0)
@@ -376,10 +381,7 @@ def test_dense_units_widen_the_conv_torsos_dense_layer_and_nothing_else():
     x = np.random.default_rng(2).integers(0, 256, (2, 4, 36, 36), dtype=np.uint8)
     images = channels_last(tf.constant(x)).numpy() / 255.0
     for n in range(2):
-        h = images[n]
-        for conv in wide.convs:
-            h = np.maximum(conv_loop(h, conv.w.numpy(), conv.b.numpy(), conv.stride), 0.0)
-        expected = np.maximum(h.reshape(-1) @ wide.fc.w.numpy() + wide.fc.b.numpy(), 0.0)
+        expected = np.maximum(plain_convs(wide, images[n]).reshape(-1) @ wide.fc.w.numpy() + wide.fc.b.numpy(), 0.0)
         np.testing.assert_allclose(wide(tf.constant(x[n : n + 1]))[0].numpy(), expected, rtol=1e-4, atol=1e-4)
     net = PolicyValueNet(NetworkConfig(torso="impala_shallow", dense_units=512), (36, 36), ActionSpec.discrete(3))
     assert net.torso.out_size == 512
