@@ -169,8 +169,9 @@ def test_an_exploration_correlation_of_one_or_more_is_one_clear_line():
         sac_agent(exploration_correlation=1.0)
 
 
-@pytest.mark.parametrize("setting", [{"layer_norm": True}, {"feature_norm": True}, {"conv_norm": "map"}])
-def test_torso_normalisation_flags_sac_has_no_use_for_are_refused_not_ignored(setting):
+@pytest.mark.parametrize("setting", [{"layer_norm": True}, {"feature_norm": True}, {"conv_norm": "map"},
+                                     {"dense_units": 512}])
+def test_torso_flags_sac_has_no_use_for_are_refused_not_ignored(setting):
     context = AgentContext((3,), np.dtype(np.float32), ActionSpec.box((1,), [-2.0], [2.0]), max_envs=8)
     with pytest.raises(UsageError, match="--critic-layer-norm"):
         SACAgent(SACConfig(), NetworkConfig(jit_compile=False, **setting), context)

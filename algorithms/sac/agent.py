@@ -89,9 +89,9 @@ class SACAgent(tf.Module):
                              "and --replay-ratio above 0")
         if not 0.0 <= config.exploration_correlation < 1.0:
             raise UsageError(f"--exploration-correlation must be in [0, 1), got {config.exploration_correlation}")
-        if network.layer_norm or network.feature_norm or network.conv_norm != "pixel":
+        if network.layer_norm or network.feature_norm or network.conv_norm != "pixel" or network.dense_units:
             raise UsageError("--algo sac normalises its critics' layers with --critic-layer-norm; --layer-norm, "
-                             "--conv-norm and --feature-norm are for the other algorithms' torsos")
+                             "--conv-norm, --feature-norm and --dense-units are for the other algorithms' torsos")
         self.config = config
         self.actions = env.actions
         low, high = np.asarray(env.actions.low, np.float32), np.asarray(env.actions.high, np.float32)
