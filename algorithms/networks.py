@@ -20,6 +20,7 @@ from seedfleet.algorithms.distributions import Categorical, DiagGaussian
 from seedfleet.algorithms.image_torsos import ConvTorso, PoolTorso
 from seedfleet.algorithms.layers import DENSE_INITS, LayerNorm, Linear
 from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.value_normalization import ValueStatistics
 from seedfleet.errors import UsageError
 
 State = dict[str, tf.Tensor]
@@ -245,11 +246,13 @@ class PolicyValueNet(tf.Module):
     one torso, or (`shared_torso` off, as PPO's MuJoCo setups and PPO-DNA's Atari networks have
     it) the value off a torso of its own, so the value loss does not pull on the policy's
     features. A frame stack is input, not memory: the value's torso reads the stack the
-    policy's keeps in the state."""
+    policy's keeps in the state. With `value_statistics` the value head's output is a normalised
+    value and the net returns its denormalisation (algorithms/value_normalization.py)."""
 
     def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], actions: ActionSpec, seed=0,
-                 obs_dtype: np.dtype = UINT8):
+                 obs_dtype: np.dtype = UINT8, value_statistics: ValueStatistics | None = None):
         super().__init__()
+        self.value_statistics = value_statistics
         self.torso = RecurrentTorso(config, obs_shape, seed, obs_dtype=obs_dtype)
         self.policy = POLICY_HEADS[actions.kind](self.torso.out_size, actions, self.torso.rng, config.initial_log_std)
         self.value_torso = None
@@ -268,7 +271,14 @@ class PolicyValueNet(tf.Module):
         """Returns (policy params [T, B, P], values [T, B], new_state)."""
         features, new_state = self.torso(obs, first, state)
         value_features = features if self.value_torso is None else self.value_torso(obs, first, state)[0]
-        return self.policy(features), tf.squeeze(self.value(value_features), -1), new_state
+        values = tf.squeeze(self.value(value_features), -1)
+        if self.value_statistics is not None:
+            values = self.value_statistics.denormalize(values)
+        return self.policy(features), values, new_state
+
+    def value_scale(self) -> tf.Tensor:
+        """sigma, the spread the value head's output is in units of (1 without normalisation)."""
+        return tf.constant(1.0) if self.value_statistics is None else tf.identity(self.value_statistics.std)
 
     def row_states(self, obs, first, state: State) -> State:
         """The state before each row, [T, B, ...] (RecurrentTorso.row_states)."""

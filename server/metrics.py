@@ -251,6 +251,7 @@ class Reporter:
         "q_mean": "q/mean",  # value-based agents and SAC: mean Q of the trained actions
         "loss": "loss/total",  # the loss the learner step minimises (every agent but SAC)
         "critic_loss": "loss/critic",  # SAC: the twin critics' squared TD error
+        "value_std": "value/normalization_std",  # --normalize-values: sigma, the value head's unit
     }
 
     def __init__(self, metrics: Metrics, logdir: Path, queue_depth, summary_writer=None,

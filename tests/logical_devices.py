@@ -68,9 +68,11 @@ def check_agents(devices: tuple[str, ...]) -> None:
     makers = {
         "vtrace": lambda d: ImpalaAgent(ImpalaConfig(unroll_length=6, batch_size=4), network,
                                         AgentContext((3,), np.dtype(np.float32), two_actions, seed=0, train_devices=d)),
-        "appo-proximal": lambda d: ImpalaAgent(  # pi_prox's and V_0's forward pass is sharded and put back in order
+        # pi_prox's and V_0's forward pass is sharded and put back in order; the normalised value's
+        # statistics and PopArt's rescale of the head are written to every device's copy
+        "appo-proximal": lambda d: ImpalaAgent(
             ImpalaConfig(unroll_length=6, batch_size=4, epochs=2, minibatches=2, clip_ratio=0.1, proximal_clip=True,
-                         fixed_targets=True),
+                         fixed_targets=True, normalize_values=True, value_normalization_rate=0.5),
             network, AgentContext((3,), np.dtype(np.float32), two_actions, seed=0, train_devices=d)),
         "appo-shuffled": lambda d: ImpalaAgent(  # the targets' pass and the transitions' minibatches are sharded
             ImpalaConfig(unroll_length=6, batch_size=4, epochs=2, minibatches=2, clip_ratio=0.1,

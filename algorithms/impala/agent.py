@@ -24,6 +24,7 @@ from seedfleet.algorithms.impala.transition_minibatches import (
 )
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import PolicyValueNet
+from seedfleet.algorithms.value_normalization import ValueStatistics
 from seedfleet.errors import UsageError
 
 
@@ -55,7 +56,8 @@ class ImpalaAgent(tf.Module):
         self.updates_per_batch = config.epochs * config.minibatches
         self.devices = DataParallel(env.train_devices, config.batch_size // config.minibatches)
         with self.devices.scope():
-            self.net = PolicyValueNet(network, env.obs_shape, env.actions, env.seed, env.obs_dtype)
+            statistics = ValueStatistics(config.value_normalization_rate) if config.normalize_values else None
+            self.net = PolicyValueNet(network, env.obs_shape, env.actions, env.seed, env.obs_dtype, statistics)
             self.optimizer = optim.Optimizer(config.optimizer, self.net.trainable_variables, config.learning_rate,
                                              config.optimizer_epsilon, decay_steps * self.updates_per_batch,
                                              config.rmsprop_decay)
@@ -108,6 +110,12 @@ class ImpalaAgent(tf.Module):
                 steps.append({k: float(v) for k, v in self._step(self.devices.shard(minibatch)).items()})
             passes.append(steps)
         metrics = {name: over_steps(passes[0], name) for name in passes[0][0]}
+        if self.net.value_statistics is not None:  # from the first pass's targets, for the next learner step
+            real = max(metrics["value/real_share"], 1e-12)
+            self.net.value_statistics.update(metrics["value/target_sum_per_transition"] / real,
+                                             metrics["value/target_square_sum_per_transition"] / real, self.net.value)
+            metrics["value/normalization_mean"] = float(self.net.value_statistics.mean.numpy())
+            metrics["value/normalization_std"] = float(self.net.value_statistics.std.numpy())
         metrics["skipped_steps"] = float(sum(step["skipped_steps"] for steps in passes for step in steps))
         if self.config.epochs > 1:
             for name in ("mean_rho", "approx_kl", "clip_fraction"):

@@ -23,6 +23,10 @@ class ImpalaConfig:
     # PPO's value clip: V(x_s) may move at most this far from its value as the learner step began before the
     # value loss stops pulling it (0: off; CleanRL's ppo_atari.py clips at its clip_coef, 0.1)
     value_clip: float = 0.0
+    # PopArt: the value head predicts the targets standardised by running estimates of their mean and spread,
+    # so the value loss has one scale whatever the game's rewards (algorithms/value_normalization.py)
+    normalize_values: bool = False
+    value_normalization_rate: float = 0.01  # beta: each learner step's weight in those running estimates
     entropy_cost: float = 0.01  # weight of the entropy bonus
     # a floor under the policy's entropy as a share of its largest, log |A| (0: off; discrete actions only):
     # while a minibatch's mean entropy is below entropy_floor * log |A|, the bonus weighs entropy_cost +

@@ -216,7 +216,7 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
         # the advantages as the policy loss would take them before any normalisation
         "advantage/mean": advantage_mean,
         "advantage/std": tf.sqrt(advantage_variance),
-    }, start_values)
+    }, start_values, net.value_scale())
 
 
 def vtrace_targets(config: ImpalaConfig, log_rhos, discounts, rewards, values, bootstrap_value,
@@ -270,10 +270,15 @@ def value_errors(config: ImpalaConfig, values, value_targets, start_values=None)
 
 
 def actor_critic_loss(config: ImpalaConfig, pi: Distribution, pg_loss, values, value_targets, mask,
-                      metrics: dict, start_values=None) -> tuple[tf.Tensor, dict]:
-    """pg_loss + baseline_cost * mean(0.5 * (v - V)^2) - entropy_cost * mean(H(pi)), the means over
-    every transition with the cut ones (mask 0) weighted zero (with `value_clip`, the clipped
-    error of `value_errors` against `start_values`); with the loss's metrics and `metrics`.
+                      metrics: dict, start_values=None, value_scale=1.0) -> tuple[tf.Tensor, dict]:
+    """pg_loss + baseline_cost * mean(0.5 * (v - V)^2) / sigma^2 - entropy_cost * mean(H(pi)), the means
+    over every transition with the cut ones (mask 0) weighted zero (with `value_clip`, the clipped
+    error of `value_errors` against `start_values`); with the loss's metrics and `metrics`. sigma is
+    `value_scale`, the spread of a normalised value head's units (PolicyValueNet.value_scale; 1
+    without normalisation): the baseline term is then PopArt's loss in normalised units. The metrics
+    carry sum(mask v), sum(mask v^2) and sum(mask), each over all transitions: averaged over equal
+    shards and minibatches, their ratios are the whole batch's mean(v) and mean(v^2) over its real
+    transitions however it was cut, which move those statistics.
 
     With `entropy_floor` f > 0 the loss adds entropy_floor_cost * max(0, f log|A| - H_bar), H_bar the
     mean entropy over the real transitions: below the floor the entropy's gradient weighs
@@ -282,7 +287,7 @@ def actor_critic_loss(config: ImpalaConfig, pi: Distribution, pg_loss, values, v
     coupled to the number of actions: Mohammadpour, Frejinger and Bacon, ICLR 2024, arXiv 2406.05953)."""
     count = tf.cast(tf.size(mask), tf.float32)
     errors, value_clipped = value_errors(config, values, value_targets, start_values)
-    baseline_loss = tf.reduce_sum(mask * 0.5 * errors) / count
+    baseline_loss = tf.reduce_sum(mask * 0.5 * errors) / count / tf.square(value_scale)
     entropy = pi.entropy()
     entropy_loss = -tf.reduce_sum(mask * entropy) / count
     loss = pg_loss + config.baseline_cost * baseline_loss + config.entropy_cost * entropy_loss
@@ -301,6 +306,9 @@ def actor_critic_loss(config: ImpalaConfig, pi: Distribution, pg_loss, values, v
         **pi.diagnostics(mask, mean_entropy),
         **metrics,
         "value/explained_variance": explained_variance(value_targets, values, mask),
+        "value/target_sum_per_transition": tf.reduce_sum(mask * value_targets) / count,
+        "value/target_square_sum_per_transition": tf.reduce_sum(mask * tf.square(value_targets)) / count,
+        "value/real_share": tf.reduce_sum(mask) / count,
         **({"value/clip_fraction": masked_mean(value_clipped, mask)} if config.value_clip else {}),
         **floor_metrics,
     }

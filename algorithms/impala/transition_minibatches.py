@@ -138,4 +138,4 @@ def transition_loss(net: PolicyValueNet, config: ImpalaConfig, minibatch: Transi
         **policy_shift(log_ratio, mask, config.clip_ratio, config.clip_rho_threshold),
         "advantage/mean": advantage_mean,
         "advantage/std": tf.sqrt(advantage_variance),
-    }, tf.cast(minibatch.start_value, tf.float32))
+    }, tf.cast(minibatch.start_value, tf.float32), net.value_scale())
