@@ -4,8 +4,10 @@ Each checkpoint directory `<logdir>/checkpoints/ckpt-<unix ms>-f<frames>/` ends 
 `state.json` (server/checkpoint.py writes it last): its format, the size of every other file,
 the counters, and the run setup (`RunSetup`: env, algo, network, the agent's and the learner's
 settings). The learner refuses a log dir whose newest readable checkpoint was written for
-another env, algo or network, and `seedfleet learner` and `seedfleet run` make that refusal
-before TensorFlow loads (`refuse_another_setup`), as the restore would make it after.
+another env, algo or network, or with other settings that change what the network's inputs
+or outputs mean (`INPUT_DEFINING`, `OUTPUT_DEFINING`); `seedfleet learner` and `seedfleet run`
+make that refusal before TensorFlow loads (`refuse_another_setup`), as the restore would
+make it after.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ FORMAT = 1
 PREFIX = "ckpt-"
 STATE = "state.json"
 INPUT_DEFINING = ("normalize_observations",)  # learner settings that change what the network's inputs mean
+OUTPUT_DEFINING = ("normalize_values",)  # agent settings that change what the network's outputs mean
 
 
 class CheckpointMismatch(UsageError):
@@ -91,10 +94,12 @@ class RunSetup:
                 theirs, ours = {**NETWORK_DEFAULTS, **theirs}, {**NETWORK_DEFAULTS, **ours}
             if _shape_defining(theirs) != _shape_defining(ours):
                 return f"were written for {key} {theirs}, this learner runs {ours}"
-        for key in INPUT_DEFINING:
-            theirs, ours = saved.learner.get(key, False), self.learner.get(key, False)
-            if theirs != ours:
-                return f"were written with {key} {theirs}, this learner runs {ours}"
+        # PopArt's value head outputs a standardised value, a plain one the value itself
+        for part, keys in (("learner", INPUT_DEFINING), ("agent", OUTPUT_DEFINING)):
+            for key in keys:
+                theirs, ours = getattr(saved, part).get(key, False), getattr(self, part).get(key, False)
+                if theirs != ours:
+                    return f"were written with {key} {theirs}, this learner runs {ours}"
         return None
 
     def refuse(self, directory: Path, state: dict) -> None:

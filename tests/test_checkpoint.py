@@ -157,6 +157,21 @@ def test_a_network_field_added_since_the_checkpoint_reads_as_its_default():
     assert "feature_norm" in RunSetup("Pong", "appo", {**network, "feature_norm": True}, {}, {}).mismatch(older)
 
 
+def test_a_checkpoint_is_refused_by_a_run_that_turns_value_normalisation_on_or_off():
+    """A PopArt head outputs the standardised value, a plain head the value itself: the same
+    weights mean another value function, so neither direction restores silently. A checkpoint
+    of an algorithm without the setting reads as off."""
+    network = {"torso": "auto"}
+    plain = RunSetup("Pong", "appo", network, {"normalize_values": False}, {})
+    popart = RunSetup("Pong", "appo", network, {"normalize_values": True}, {})
+    assert popart.mismatch(plain) == "were written with normalize_values False, this learner runs True"
+    assert plain.mismatch(popart) == "were written with normalize_values True, this learner runs False"
+    assert popart.mismatch(RunSetup("Pong", "appo", network, {"normalize_values": True, "baseline_cost": 1.0},
+                                    {})) is None
+    assert plain.mismatch(RunSetup("Pong", "r2d2", network, {}, {})) is not None  # the algo differs
+    assert RunSetup("Pong", "appo", network, {}, {}).mismatch(plain) is None
+
+
 def test_a_checkpoint_written_before_families_and_trainer_state_still_restores(tmp_path, caplog):
     """One written by the layout before: R2D2's replay in `replay.npz`, and the learner's
     settings still holding `exploration_envs` and `checkpoint_replay` (now R2D2's). The trainer
