@@ -133,3 +133,9 @@ def test_without_normalisation_the_net_holds_no_statistics():
 def test_a_rate_outside_0_to_1_is_refused_in_one_line(rate):
     with pytest.raises(UsageError, match="--value-normalization-rate"):
         normalizing_agent(value_normalization_rate=rate)
+
+
+def test_a_rate_without_normalisation_is_refused_not_ignored():
+    with pytest.raises(UsageError, match="it needs --normalize-values"):
+        make_agent(value_normalization_rate=0.05)
+    assert make_agent(value_normalization_rate=0.01).net.value_statistics is None  # the default, said aloud

@@ -52,6 +52,9 @@ class ImpalaAgent(tf.Module):
         if not 0.0 <= config.entropy_floor < 1.0 or config.entropy_floor_cost < 0:
             raise UsageError(f"--entropy-floor is a share of the largest entropy in [0, 1) and --entropy-floor-cost "
                              f"a weight of at least 0, got {config.entropy_floor} and {config.entropy_floor_cost}")
+        if not config.normalize_values and config.value_normalization_rate != ImpalaConfig.value_normalization_rate:
+            raise UsageError("--value-normalization-rate sets the rate of --normalize-values' statistics: "
+                             "it needs --normalize-values")
         self.config = config
         self.updates_per_batch = config.epochs * config.minibatches
         self.devices = DataParallel(env.train_devices, config.batch_size // config.minibatches)
