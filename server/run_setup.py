@@ -30,7 +30,8 @@ FORMAT = 1
 PREFIX = "ckpt-"
 STATE = "state.json"
 INPUT_DEFINING = ("normalize_observations",)  # learner settings that change what the network's inputs mean
-OUTPUT_DEFINING = ("normalize_values",)  # agent settings that change what the network's outputs mean
+OUTPUT_DEFINING = ("normalize_values",)  # agent settings that change what the network's outputs mean (PopArt's
+# value head outputs the standardised value, a plain head the value itself)
 
 
 class CheckpointMismatch(UsageError):
@@ -94,7 +95,6 @@ class RunSetup:
                 theirs, ours = {**NETWORK_DEFAULTS, **theirs}, {**NETWORK_DEFAULTS, **ours}
             if _shape_defining(theirs) != _shape_defining(ours):
                 return f"were written for {key} {theirs}, this learner runs {ours}"
-        # PopArt's value head outputs a standardised value, a plain one the value itself
         for part, keys in (("learner", INPUT_DEFINING), ("agent", OUTPUT_DEFINING)):
             for key in keys:
                 theirs, ours = getattr(saved, part).get(key, False), getattr(self, part).get(key, False)
