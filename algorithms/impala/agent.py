@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from seedfleet.algorithms import optim
 from seedfleet.algorithms.agent import AgentContext, SequenceLayout, Unroll, acting_graphs, over_steps, time_major
+from seedfleet.algorithms.augmentation import shift_transitions, shift_unrolls
 from seedfleet.algorithms.distribute import DataParallel
 from seedfleet.algorithms.graph import graph_function
 from seedfleet.algorithms.impala.config import ImpalaConfig
@@ -23,7 +24,7 @@ from seedfleet.algorithms.impala.transition_minibatches import (
     unroll_targets,
 )
 from seedfleet.algorithms.network_config import NetworkConfig
-from seedfleet.algorithms.networks import PolicyValueNet
+from seedfleet.algorithms.networks import PolicyValueNet, is_image
 from seedfleet.algorithms.value_normalization import ValueStatistics
 from seedfleet.errors import UsageError
 
@@ -55,6 +56,10 @@ class ImpalaAgent(tf.Module):
         if not config.normalize_values and config.value_normalization_rate != ImpalaConfig.value_normalization_rate:
             raise UsageError("--value-normalization-rate sets the rate of --normalize-values' statistics: "
                              "it needs --normalize-values")
+        if config.random_shift and (config.random_shift < 0 or not is_image(env.obs_shape)
+                                    or 2 * config.random_shift >= min(env.obs_shape[:2])):
+            raise UsageError(f"--random-shift moves image observations by at most that many pixels, under half "
+                             f"their side (0: off), got {config.random_shift} for observations of {env.obs_shape}")
         self.config = config
         self.updates_per_batch = config.epochs * config.minibatches
         self.devices = DataParallel(env.train_devices, config.batch_size // config.minibatches)
@@ -186,6 +191,8 @@ class ImpalaAgent(tf.Module):
     def _shard_gradients(self, batch: Unroll) -> tuple[list[tf.Tensor], dict]:
         """The loss's gradients and metrics on one device's batch-major shard, with the policy lag."""
         batch = time_major(batch)
+        if self.config.random_shift:
+            batch = shift_unrolls(batch, self.config.random_shift)
         with tf.GradientTape() as tape:
             loss, metrics = impala_loss(self.net, self.config, batch)
         lag = self._lag(batch.extras["policy_version"][:-1], tf.cast(tf.logical_not(batch.first[1:]), tf.float32))
@@ -193,6 +200,9 @@ class ImpalaAgent(tf.Module):
 
     def _shard_transition_gradients(self, minibatch: Transitions) -> tuple[list[tf.Tensor], dict]:
         """`transition_loss`'s gradients and metrics on one device's shard, with the policy lag."""
+        if self.config.random_shift:
+            observation, state = shift_transitions(minibatch.observation, minibatch.state, self.config.random_shift)
+            minibatch = minibatch._replace(observation=observation, state=state)
         with tf.GradientTape() as tape:
             loss, metrics = transition_loss(self.net, self.config, minibatch)
         lag = self._lag(minibatch.policy_version, tf.cast(minibatch.mask, tf.float32))

@@ -51,6 +51,9 @@ class ImpalaConfig:
     # each pass's minibatches hold single transitions drawn across all unrolls (PPO's shuffle), not whole
     # unrolls; their targets are the step start network's, as with fixed_targets (feed-forward networks only)
     shuffle_transitions: bool = False
+    # image observations: each minibatch is trained on frames shifted by up to this many pixels each way
+    # (edge pixels repeated, one random shift per unroll or transition; algorithms/augmentation.py); 0: off
+    random_shift: int = 0
 
 
 # V-trace on Atari (ALE ids). On a CPU the learner trains about 900 to 1,200 transitions a
