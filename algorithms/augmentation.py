@@ -33,24 +33,25 @@ def random_offsets(count: tf.Tensor, pad: int) -> tf.Tensor:
     return tf.random.uniform(tf.stack([count, 2]), -pad, pad + 1, tf.int32)
 
 
+def shifted_history(state: dict, offsets: tf.Tensor) -> dict:
+    """The agent state with its frame history ([B, k-1, ...], if it has one) shifted by `offsets`."""
+    if FRAME_HISTORY not in state:
+        return state
+    return {**state, FRAME_HISTORY: shift_images(state[FRAME_HISTORY], offsets)}
+
+
 def shift_unrolls(batch: Unroll, pad: int) -> Unroll:
     """A time-major batch ([T+1, B, H, W(, C)] observations) with each unroll's rows and frame
     history shifted by one random offset of at most `pad` pixels each way."""
     observation = batch.observation
     offsets = random_offsets(tf.shape(observation)[1], pad)
     swap = [1, 0, *range(2, len(observation.shape))]  # time-major <-> batch-major
-    state = dict(batch.state)
-    if FRAME_HISTORY in state:
-        state[FRAME_HISTORY] = shift_images(state[FRAME_HISTORY], offsets)
     return batch._replace(observation=tf.transpose(shift_images(tf.transpose(observation, swap), offsets), swap),
-                          state=state)
+                          state=shifted_history(batch.state, offsets))
 
 
 def shift_transitions(observation: tf.Tensor, state: dict, pad: int) -> tuple[tf.Tensor, dict]:
     """Single transitions' [N, H, W(, C)] observations and their frame histories ([N, k-1, ...]),
     each transition shifted by its own random offset of at most `pad` pixels each way."""
     offsets = random_offsets(tf.shape(observation)[0], pad)
-    state = dict(state)
-    if FRAME_HISTORY in state:
-        state[FRAME_HISTORY] = shift_images(state[FRAME_HISTORY], offsets)
-    return shift_images(observation[:, None], offsets)[:, 0], state
+    return shift_images(observation[:, None], offsets)[:, 0], shifted_history(state, offsets)
