@@ -14,6 +14,7 @@ from seedfleet.algorithms.impala.config import ImpalaConfig
 from seedfleet.algorithms.impala.loss import explained_variance, impala_loss, policy_shift, transitions
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.server.metrics import Metrics, Reporter
+from tests.test_fixed_targets import GAMMA, LAMBDA, RHO_BAR, numpy_targets
 from tests.test_impala import make_batch, time_major
 
 TWO_ACTIONS = ActionSpec.discrete(2)
@@ -210,3 +211,31 @@ def test_the_learning_rate_can_fall_to_0_past_the_frame_budget(monkeypatch):
     assert to_budget == 20_000_000 // (4 * 8 * 10) and longer == 2 * to_budget
     with pytest.raises(ValueError, match="set --max-frames"):
         builder.make_agent(config, NetworkConfig(), AgentContext((3,), np.dtype(np.float32), TWO_ACTIONS, seed=0))
+
+
+@pytest.mark.parametrize("minibatches", [1, 2, 4])
+def test_explained_variance_is_the_whole_batchs_however_it_is_cut_into_minibatches(minibatches):
+    """With the learning rate at 0 every step sees the values the batch began with, so the
+    reported figure must be 1 - Var(v - V) / Var(v) over all the batch's real transitions, one
+    NumPy loop over them, not a mean of each minibatch's own (which misses the spread between
+    a minibatch's unrolls and the rest)."""
+    agent = make_agent(fixed_targets=True, minibatches=minibatches, learning_rate=0.0, clip_ratio=0.1,
+                       discount=GAMMA, vtrace_lambda=LAMBDA, clip_rho_threshold=RHO_BAR,
+                       clip_pg_rho_threshold=RHO_BAR, reward_clip=0.0)
+    batch = make_batch(np.random.default_rng(11))
+    batch.reward[2:] += 5.0  # two unrolls earn more than the other two: spread between minibatches
+    start_logits, start_values = agent._step_start(batch)
+    vs, _, mask = numpy_targets(batch, start_logits, start_values)
+    targets, residuals = [], []
+    for b in range(mask.shape[0]):
+        for t in range(mask.shape[1]):
+            if mask[b, t]:
+                targets.append(vs[b, t])
+                residuals.append(vs[b, t] - start_values[b, t])
+
+    def variance(xs):
+        mean = sum(xs) / len(xs)
+        return sum((x - mean) ** 2 for x in xs) / len(xs)
+
+    expected = 1.0 - variance(residuals) / variance(targets)
+    np.testing.assert_allclose(agent.learn(batch)["value/explained_variance"], expected, rtol=1e-3, atol=1e-4)

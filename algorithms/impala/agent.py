@@ -15,7 +15,7 @@ from seedfleet.algorithms.augmentation import shift_transitions, shift_unrolls
 from seedfleet.algorithms.distribute import DataParallel
 from seedfleet.algorithms.graph import graph_function
 from seedfleet.algorithms.impala.config import ImpalaConfig
-from seedfleet.algorithms.impala.loss import impala_loss, policy_lag
+from seedfleet.algorithms.impala.loss import impala_loss, policy_lag, pooled_explained_variance
 from seedfleet.algorithms.impala.transition_minibatches import (
     Transitions,
     check_transition_minibatches,
@@ -97,7 +97,8 @@ class ImpalaAgent(tf.Module):
         (algorithms/distribute.py).
 
         The metrics are means (maxima for "..._max") over the first pass, whose steps see the batch as it was acted
-        (lag and approx KL against the actors' policy); with several passes the last pass's
+        (lag and approx KL against the actors' policy), apart from explained variance, taken over
+        the whole batch from the first pass's sums; with several passes the last pass's
         mean rho, approx KL and clip fraction come beside them (how far the passes moved pi),
         and "skipped_steps" counts the steps of all passes left out for a non-finite gradient.
         """
@@ -118,6 +119,7 @@ class ImpalaAgent(tf.Module):
                 steps.append({k: float(v) for k, v in self._step(self.devices.shard(minibatch)).items()})
             passes.append(steps)
         metrics = {name: over_steps(passes[0], name) for name in passes[0][0]}
+        metrics["value/explained_variance"] = pooled_explained_variance(metrics)
         if self.net.value_statistics is not None:  # from the first pass's targets, for the next learner step
             real = max(metrics["value/real_share"], 1e-12)
             self.net.value_statistics.update(metrics["value/target_sum_per_transition"] / real,

@@ -86,6 +86,23 @@ def explained_variance(targets: tf.Tensor, values: tf.Tensor, mask: tf.Tensor) -
     return tf.where(target_variance > 0, 1.0 - residual_variance / tf.maximum(target_variance, 1e-30), np.nan)
 
 
+def pooled_explained_variance(metrics: dict[str, float]) -> float:
+    """Explained variance over a whole batch from its minibatches' per-transition sums (each
+    minibatch's sum over real transitions of v, v^2, v - V and (v - V)^2, divided by its
+    transitions; the minibatches hold equal numbers, so the means over steps are the batch's
+    sums over its transitions). With E[x] = S_x / real share, Var(x) = E[x^2] - E[x]^2 and
+    EV = 1 - Var(v - V) / Var(v); NaN when the targets do not vary. Each minibatch's own EV
+    misses the spread between its few unrolls and the rest, and reads low with many minibatches."""
+    real = metrics["value/real_share"]
+    if real <= 0:
+        return float("nan")
+    target_mean = metrics["value/target_sum_per_transition"] / real
+    target_variance = metrics["value/target_square_sum_per_transition"] / real - target_mean ** 2
+    residual_mean = metrics["value/residual_sum_per_transition"] / real
+    residual_variance = metrics["value/residual_square_sum_per_transition"] / real - residual_mean ** 2
+    return 1.0 - residual_variance / target_variance if target_variance > 0 else float("nan")
+
+
 def policy_shift(log_ratio: tf.Tensor, mask: tf.Tensor, clip_ratio: float, clip_rho_threshold: float) -> dict:
     """How far the learner's pi is from the behaviour policy mu on the batch's actions,
     r_t = pi(a_t|x_t) / mu(a_t|x_t):
@@ -276,9 +293,10 @@ def actor_critic_loss(config: ImpalaConfig, pi: Distribution, pg_loss, values, v
     error of `value_errors` against `start_values`); with the loss's metrics and `metrics`. sigma is
     `value_scale`, the spread of a normalised value head's units (PolicyValueNet.value_scale; 1
     without normalisation): the baseline term is then PopArt's loss in normalised units. The metrics
-    carry sum(mask v), sum(mask v^2) and sum(mask), each over all transitions: averaged over equal
-    shards and minibatches, their ratios are the whole batch's mean(v) and mean(v^2) over its real
-    transitions however it was cut, which move those statistics.
+    carry sum(mask v), sum(mask v^2), sum(mask (v - V)), sum(mask (v - V)^2) and sum(mask), each over
+    all transitions: averaged over equal shards and minibatches, their ratios are the whole batch's
+    means over its real transitions however it was cut, which move those statistics and give the
+    batch's explained variance (`pooled_explained_variance`).
 
     With `entropy_floor` f > 0 the loss adds entropy_floor_cost * max(0, f log|A| - H_bar), H_bar the
     mean entropy over the real transitions: below the floor the entropy's gradient weighs
@@ -305,9 +323,10 @@ def actor_critic_loss(config: ImpalaConfig, pi: Distribution, pg_loss, values, v
         "policy/entropy": mean_entropy,
         **pi.diagnostics(mask, mean_entropy),
         **metrics,
-        "value/explained_variance": explained_variance(value_targets, values, mask),
         "value/target_sum_per_transition": tf.reduce_sum(mask * value_targets) / count,
         "value/target_square_sum_per_transition": tf.reduce_sum(mask * tf.square(value_targets)) / count,
+        "value/residual_sum_per_transition": tf.reduce_sum(mask * (value_targets - values)) / count,
+        "value/residual_square_sum_per_transition": tf.reduce_sum(mask * tf.square(value_targets - values)) / count,
         "value/real_share": tf.reduce_sum(mask) / count,
         **({"value/clip_fraction": masked_mean(value_clipped, mask)} if config.value_clip else {}),
         **floor_metrics,
