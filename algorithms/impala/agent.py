@@ -15,7 +15,7 @@ from seedfleet.algorithms.augmentation import shift_transitions, shift_unrolls
 from seedfleet.algorithms.distribute import DataParallel
 from seedfleet.algorithms.graph import graph_function
 from seedfleet.algorithms.impala.config import ImpalaConfig
-from seedfleet.algorithms.impala.loss import impala_loss, policy_lag, pooled_explained_variance
+from seedfleet.algorithms.impala.loss import impala_loss, policy_lag, pooled_explained_variance, pooled_moments
 from seedfleet.algorithms.impala.transition_minibatches import (
     Transitions,
     check_transition_minibatches,
@@ -121,9 +121,7 @@ class ImpalaAgent(tf.Module):
         metrics = {name: over_steps(passes[0], name) for name in passes[0][0]}
         metrics["value/explained_variance"] = pooled_explained_variance(metrics)
         if self.net.value_statistics is not None:  # from the first pass's targets, for the next learner step
-            real = max(metrics["value/real_share"], 1e-12)
-            self.net.value_statistics.update(metrics["value/target_sum_per_transition"] / real,
-                                             metrics["value/target_square_sum_per_transition"] / real, self.net.value)
+            self.net.value_statistics.update(*pooled_moments(metrics, "target"), self.net.value)
             metrics["value/normalization_mean"] = float(self.net.value_statistics.mean.numpy())
             metrics["value/normalization_std"] = float(self.net.value_statistics.std.numpy())
         metrics["skipped_steps"] = float(sum(step["skipped_steps"] for steps in passes for step in steps))

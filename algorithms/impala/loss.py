@@ -86,6 +86,14 @@ def explained_variance(targets: tf.Tensor, values: tf.Tensor, mask: tf.Tensor) -
     return tf.where(target_variance > 0, 1.0 - residual_variance / tf.maximum(target_variance, 1e-30), np.nan)
 
 
+def pooled_moments(metrics: dict[str, float], quantity: str) -> tuple[float, float]:
+    """The batch's mean and mean square of "target" (v) or "residual" (v - V) over its real
+    transitions, from the steps' mean per-transition sums and real share."""
+    real = max(metrics["value/real_share"], 1e-12)
+    return (metrics[f"value/{quantity}_sum_per_transition"] / real,
+            metrics[f"value/{quantity}_square_sum_per_transition"] / real)
+
+
 def pooled_explained_variance(metrics: dict[str, float]) -> float:
     """Explained variance over a whole batch from its minibatches' per-transition sums (each
     minibatch's sum over real transitions of v, v^2, v - V and (v - V)^2, divided by its
@@ -93,13 +101,9 @@ def pooled_explained_variance(metrics: dict[str, float]) -> float:
     sums over its transitions). With E[x] = S_x / real share, Var(x) = E[x^2] - E[x]^2 and
     EV = 1 - Var(v - V) / Var(v); NaN when the targets do not vary. Each minibatch's own EV
     misses the spread between its few unrolls and the rest, and reads low with many minibatches."""
-    real = metrics["value/real_share"]
-    if real <= 0:
-        return float("nan")
-    target_mean = metrics["value/target_sum_per_transition"] / real
-    target_variance = metrics["value/target_square_sum_per_transition"] / real - target_mean ** 2
-    residual_mean = metrics["value/residual_sum_per_transition"] / real
-    residual_variance = metrics["value/residual_square_sum_per_transition"] / real - residual_mean ** 2
+    target_mean, target_square = pooled_moments(metrics, "target")
+    residual_mean, residual_square = pooled_moments(metrics, "residual")
+    target_variance, residual_variance = target_square - target_mean ** 2, residual_square - residual_mean ** 2
     return 1.0 - residual_variance / target_variance if target_variance > 0 else float("nan")
 
 
