@@ -61,11 +61,15 @@ class Conv2D(tf.Module):
         spec[row_axis], spec[row_axis + 1] = list(self.pads[0]), list(self.pads[1])
         return tf.pad(x, spec)
 
-    def on_blocks(self, blocks: tf.Tensor) -> tf.Tensor:
-        """[N, rows / s, cols / s, s * s * C] blocks -> [N, out_h, out_w, C_out]."""
+    def on_blocks(self, blocks: tf.Tensor, input_scale: float = 1.0) -> tf.Tensor:
+        """[N, rows / s, cols / s, s * s * C] blocks -> [N, out_h, out_w, C_out], of the blocks
+        times `input_scale`: the kernel is scaled instead, a few thousand numbers against the
+        input's millions (conv(x * a, w) = conv(x, a * w))."""
         _, _, c, o = self.w.shape
         s, m = self.stride, self.taps
         w = tf.reshape(tf.transpose(tf.reshape(self.w, [m, s, m, s, c, o]), [0, 2, 1, 3, 4, 5]), [m, m, s * s * c, o])
+        if input_scale != 1.0:
+            w = w * input_scale
         return tf.nn.conv2d(blocks, tf.cast(w, blocks.dtype), 1, "VALID") + tf.cast(self.b, blocks.dtype)
 
 
@@ -136,8 +140,8 @@ class ConvTorso(tf.Module):
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         first, *rest = self.convs
         x = first.pad(x, row_axis=2)  # frame-major stacks: [N, k, H, W(, C)]
-        x = tf.cast(image_blocks(x, first.stride, *first.reads), self.dtype) * tf.cast(self.scale, self.dtype)
-        x = self._activation(first.on_blocks(x), 0)
+        x = tf.cast(image_blocks(x, first.stride, *first.reads), self.dtype)  # bytes 0..255 are exact in bfloat16
+        x = self._activation(first.on_blocks(x, self.scale), 0)
         for layer, conv in enumerate(rest, start=1):
             x = self._activation(conv.on_blocks(feature_blocks(conv.pad(x, row_axis=1), conv.stride, *conv.reads)),
                                  layer)
@@ -147,7 +151,8 @@ class ConvTorso(tf.Module):
 def feature_blocks(x: tf.Tensor, s: int, rows: int, cols: int) -> tf.Tensor:
     """[N, H, W, C] -> [N, rows / s, cols / s, s * s * C]: the first `rows` x `cols` cut into
     s x s blocks, as `image_blocks` cuts frames."""
-    x = x[:, :rows, :cols]
+    if (rows, cols) != tuple(x.shape[1:3]):  # a crop that keeps everything still costs its gradient a copy
+        x = x[:, :rows, :cols]
     return tf.nn.space_to_depth(x, s) if s > 1 else x
 
 
@@ -160,7 +165,9 @@ def image_blocks(x: tf.Tensor, s: int, rows: int, cols: int) -> tf.Tensor:
         x = x[..., None]
     k, c = x.shape[1], x.shape[4]
     n = tf.shape(x)[0]
-    x = tf.reshape(x[:, :, :rows, :cols], [n, k, rows // s, s, cols // s, s, c])
+    if (rows, cols) != tuple(x.shape[2:4]):
+        x = x[:, :, :rows, :cols]
+    x = tf.reshape(x, [n, k, rows // s, s, cols // s, s, c])
     x = tf.transpose(x, [0, 2, 4, 3, 5, 1, 6])  # N, rows/s, cols/s, dy, dx, k, C
     return tf.reshape(x, [n, rows // s, cols // s, s * s * k * c])
 

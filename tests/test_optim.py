@@ -7,7 +7,8 @@ import tensorflow as tf
 from seedfleet.algorithms import optim
 from seedfleet.errors import UsageError
 
-GRADS = [np.array([[0.5, -1.0], [2.0, 0.1]]), np.array([-0.3, 0.7]), np.array([[1.5, 0.2], [-0.4, -2.0]])]
+GRADS = [np.array([[0.5, -1.0], [2.0, 0.1]]), np.array([[-0.3, 0.7], [0.25, -0.6]]),
+         np.array([[1.5, 0.2], [-0.4, -2.0]])]
 
 
 def numpy_adam(w, grads, lr, decay_steps, eps, b1=0.9, b2=0.999):
