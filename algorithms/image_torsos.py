@@ -22,13 +22,15 @@ class Conv2D(tf.Module):
     max((out - 1) * s + k - n, 0) zeros, the smaller half before: `pads`, which the caller puts
     around the input before cutting it into blocks.
 
-    Block (u, v) of the input (`image_blocks`, `feature_blocks`) holds pixel (u * s + dy,
-    v * s + dx) in its depth at (dy * s + dx) * C + c. Output (i, j) reads the k x k window at
-    (i * s, j * s), which is exactly blocks (i..i+m-1, j..j+m-1); so with the kernel regrouped,
+    Block (u, v) of a feature map (`feature_blocks`) holds pixel (u * s + dy, v * s + dx) in
+    its depth at (dy * s + dx) * C + c. Output (i, j) reads the k x k window at (i * s, j * s),
+    which is exactly blocks (i..i+m-1, j..j+m-1); so with the kernel regrouped,
 
         w_blocks[a, b, (dy * s + dx) * C + c, o] = w[a * s + dy, b * s + dx, c, o],
 
-    the stride-1 convolution of the blocks gives the same outputs. It has s * s times the input
+    the stride-1 convolution of the blocks gives the same outputs. A block of a stack of F
+    frames of C' channels each (`image_blocks`, c = f * C' + c') holds them at
+    ((dy * F + f) * s + dx) * C' + c', and the kernel is regrouped to match. It has s * s times the input
     channels, which is what TensorFlow's CPU kernels run well: with the Atari torso's 4 and 16
     input channels the strided convolutions' gradients took most of a learner step
     (BENCHMARKS.md, "The Atari learner step on blocks")."""
@@ -61,13 +63,18 @@ class Conv2D(tf.Module):
         spec[row_axis], spec[row_axis + 1] = list(self.pads[0]), list(self.pads[1])
         return tf.pad(x, spec)
 
-    def on_blocks(self, blocks: tf.Tensor, input_scale: float = 1.0) -> tf.Tensor:
+    def on_blocks(self, blocks: tf.Tensor, input_scale: float = 1.0, frames: int = 0) -> tf.Tensor:
         """[N, rows / s, cols / s, s * s * C] blocks -> [N, out_h, out_w, C_out], of the blocks
         times `input_scale`: the kernel is scaled instead, a few thousand numbers against the
-        input's millions (conv(x * a, w) = conv(x, a * w))."""
+        input's millions (conv(x * a, w) = conv(x, a * w)). `frames`: the blocks are
+        `image_blocks` of a stack of that many frames (0: `feature_blocks` of a feature map)."""
         _, _, c, o = self.w.shape
         s, m = self.stride, self.taps
-        w = tf.reshape(tf.transpose(tf.reshape(self.w, [m, s, m, s, c, o]), [0, 2, 1, 3, 4, 5]), [m, m, s * s * c, o])
+        if frames:  # kernel rows (a, dy), columns (b, dx), channels (f, c') -> (a, b, dy, f, dx, c')
+            w = tf.transpose(tf.reshape(self.w, [m, s, m, s, frames, c // frames, o]), [0, 2, 1, 4, 3, 5, 6])
+        else:
+            w = tf.transpose(tf.reshape(self.w, [m, s, m, s, c, o]), [0, 2, 1, 3, 4, 5])
+        w = tf.reshape(w, [m, m, s * s * c, o])
         if input_scale != 1.0:
             w = w * input_scale
         return tf.nn.conv2d(blocks, tf.cast(w, blocks.dtype), 1, "VALID") + tf.cast(self.b, blocks.dtype)
@@ -139,9 +146,10 @@ class ConvTorso(tf.Module):
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         first, *rest = self.convs
+        frames = x.shape[1]
         x = first.pad(x, row_axis=2)  # frame-major stacks: [N, k, H, W(, C)]
         x = tf.cast(image_blocks(x, first.stride, *first.reads), self.dtype)  # bytes 0..255 are exact in bfloat16
-        x = self._activation(first.on_blocks(x, self.scale), 0)
+        x = self._activation(first.on_blocks(x, self.scale, frames=frames), 0)
         for layer, conv in enumerate(rest, start=1):
             x = self._activation(conv.on_blocks(feature_blocks(conv.pad(x, row_axis=1), conv.stride, *conv.reads)),
                                  layer)
@@ -157,19 +165,28 @@ def feature_blocks(x: tf.Tensor, s: int, rows: int, cols: int) -> tf.Tensor:
 
 
 def image_blocks(x: tf.Tensor, s: int, rows: int, cols: int) -> tf.Tensor:
-    """[N, k, H, W] or [N, k, H, W, C] frame-major stacks -> [N, rows/s, cols/s, s * s * k * C]:
-    the first `rows` x `cols` pixels cut into s x s blocks, each block's pixels and channels
-    in its depth, (dy * s + dx) * k * C + channel (tf.nn.space_to_depth's order, channels as
-    `channels_last` numbers them). One transpose of the bytes does both moves."""
+    """[N, F, H, W] or [N, F, H, W, C] frame-major stacks -> [N, rows/s, cols/s, s * F * s * C]:
+    the first `rows` x `cols` pixels cut into s x s blocks, each block's depth ordered (dy,
+    frame, dx, channel), ((dy * F + f) * s + dx) * C + c (`Conv2D.on_blocks` with `frames`).
+
+    In that order each run of s * C values of one block row of one frame stays whole, so the
+    move is one transpose of runs, not of single values: for bytes, each 4-byte run moves as one
+    int32 (a 4 x 4 grey block row), a quarter of the elements, which took the transpose for 4
+    unrolls of 33 Atari stacks from 4.3 to 1.7 ms."""
     if len(x.shape) == 4:
         x = x[..., None]
-    k, c = x.shape[1], x.shape[4]
+    frames, run = x.shape[1], s * x.shape[4]
     n = tf.shape(x)[0]
     if (rows, cols) != tuple(x.shape[2:4]):
         x = x[:, :, :rows, :cols]
-    x = tf.reshape(x, [n, k, rows // s, s, cols // s, s, c])
-    x = tf.transpose(x, [0, 2, 4, 3, 5, 1, 6])  # N, rows/s, cols/s, dy, dx, k, C
-    return tf.reshape(x, [n, rows // s, cols // s, s * s * k * c])
+    x = tf.reshape(x, [n, frames, rows // s, s, cols // s, run])
+    packed = x.dtype == tf.uint8 and run % 4 == 0
+    if packed:
+        x = tf.bitcast(tf.reshape(x, [n, frames, rows // s, s, cols // s, run // 4, 4]), tf.int32)
+    x = tf.transpose(x, [0, 2, 4, 3, 1, 5])  # N, rows/s, cols/s, dy, frame, run
+    if packed:
+        x = tf.bitcast(x, tf.uint8)
+    return tf.reshape(x, [n, rows // s, cols // s, s * frames * run])
 
 
 def channels_last(x: tf.Tensor) -> tf.Tensor:

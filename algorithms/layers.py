@@ -64,7 +64,13 @@ class Linear(tf.Module):
         self.b = tf.Variable(b, name="b")
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
-        return tf.matmul(x, tf.cast(self.w, x.dtype)) + tf.cast(self.b, x.dtype)
+        """x [..., n_in] -> [..., n_out]; leading axes flattened into one matrix product (a batched
+        product over [T, B, n_in] broadcasts w and its gradient sums T products)."""
+        w, b = tf.cast(self.w, x.dtype), tf.cast(self.b, x.dtype)
+        if len(x.shape) == 2:
+            return tf.matmul(x, w) + b
+        y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), w) + b
+        return tf.reshape(y, tf.concat([tf.shape(x)[:-1], [w.shape[1]]], axis=0))
 
 
 class LayerNorm(tf.Module):
