@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from seedfleet.actions import ActionSpec
 from seedfleet.algorithms.image_torsos import ConvTorso, channels_last
+from seedfleet.algorithms.layers import Linear
 from seedfleet.algorithms.network_config import NetworkConfig
 from seedfleet.algorithms.networks import PolicyValueNet, stack_frames
 from seedfleet.errors import UsageError
@@ -391,3 +392,22 @@ def test_dense_units_widen_the_conv_torsos_dense_layer_and_nothing_else():
         PolicyValueNet(NetworkConfig(torso="pool", dense_units=512), (36, 36), ActionSpec.discrete(2))
     with pytest.raises(UsageError, match="--dense-units -1"):
         ConvTorso("impala_shallow", (36, 36, 4), np.random.default_rng(1), dense_units=-1)
+
+
+def test_a_dense_layer_maps_each_row_of_a_sequence_batch_and_its_gradient_sums_them():
+    """Linear on [T, B, n] (heads over an unroll's features) is x @ w + b row by row, and the
+    kernel's gradient is the sum over all T x B rows of x_r^T dL/dy_r, as a NumPy loop has it."""
+    rng = np.random.default_rng(4)
+    layer = Linear(5, 3, 1.0, np.random.default_rng(0))
+    x = rng.normal(size=(4, 2, 5)).astype(np.float32)
+    upstream = rng.normal(size=(4, 2, 3)).astype(np.float32)
+    with tf.GradientTape() as tape:
+        y = layer(tf.constant(x))
+        loss = tf.reduce_sum(y * upstream)
+    w, b = layer.w.numpy(), layer.b.numpy()
+    expected_w_grad = np.zeros_like(w)
+    for t in range(4):
+        for i in range(2):
+            np.testing.assert_allclose(y[t, i].numpy(), x[t, i] @ w + b, rtol=1e-5, atol=1e-6)
+            expected_w_grad += np.outer(x[t, i], upstream[t, i])
+    np.testing.assert_allclose(tape.gradient(loss, layer.w).numpy(), expected_w_grad, rtol=1e-5, atol=1e-5)
