@@ -30,10 +30,10 @@ class Conv2D(tf.Module):
 
     the stride-1 convolution of the blocks gives the same outputs. A block of a stack of F
     frames of C' channels each (`image_blocks`, c = f * C' + c') holds them at
-    ((dy * F + f) * s + dx) * C' + c', and the kernel is regrouped to match. It has s * s times the input
-    channels, which is what TensorFlow's CPU kernels run well: with the Atari torso's 4 and 16
-    input channels the strided convolutions' gradients took most of a learner step
-    (BENCHMARKS.md, "The Atari learner step on blocks")."""
+    ((dy * F + f) * s + dx) * C' + c', and the kernel is regrouped to match. The blocks have
+    s * s times the input channels, which is what TensorFlow's CPU kernels run well: with the
+    Atari torso's 4 and 16 input channels the strided convolutions' gradients took most of a
+    learner step (BENCHMARKS.md, "The Atari learner step on blocks")."""
 
     def __init__(self, c_in: int, c_out: int, kernel: int, stride: int, in_size: tuple[int, int], rng, name=None,
                  init: str = "orthogonal", padding: str = "valid"):
@@ -171,8 +171,8 @@ def image_blocks(x: tf.Tensor, s: int, rows: int, cols: int) -> tf.Tensor:
 
     In that order each run of s * C values of one block row of one frame stays whole, so the
     move is one transpose of runs, not of single values: for bytes, each 4-byte run moves as one
-    int32 (a 4 x 4 grey block row), a quarter of the elements, which took the transpose for 4
-    unrolls of 33 Atari stacks from 4.3 to 1.7 ms."""
+    int32 (a 4 x 4 grey block row), a quarter of the elements: 0.82 ms against 2.11 for the
+    blocks of 4 unrolls of 33 Atari stacks (BENCHMARKS.md, "The learner step's small ops")."""
     if len(x.shape) == 4:
         x = x[..., None]
     frames, run = x.shape[1], s * x.shape[4]
