@@ -50,6 +50,11 @@ class ImpalaAgent(tf.Module):
                              f"{config.value_clip}")
         if config.shuffle_transitions:
             check_transition_minibatches(config, network)
+        if config.advantage_moments not in ("minibatch", "running"):
+            raise UsageError(f"--advantage-moments is minibatch or running, got {config.advantage_moments!r}")
+        if config.advantage_moments == "running" and (config.shuffle_transitions or not config.normalize_advantages):
+            raise UsageError("--advantage-moments running scales normalised advantages (--normalize-advantages) on "
+                             "minibatches of whole unrolls; --shuffle-transitions' minibatches draw from every unroll")
         if not 0.0 <= config.entropy_floor < 1.0 or config.entropy_floor_cost < 0:
             raise UsageError(f"--entropy-floor is a share of the largest entropy in [0, 1) and --entropy-floor-cost "
                              f"a weight of at least 0, got {config.entropy_floor} and {config.entropy_floor_cost}")
@@ -73,6 +78,9 @@ class ImpalaAgent(tf.Module):
         self.actions = env.actions
         self.batch_size = config.batch_size
         self._rng = np.random.default_rng(env.seed)  # the order of each pass's minibatches
+        # the running advantage moments' (s1, s2, w) (loss.running_moments), carried from step to step;
+        # not checkpointed: a resumed run starts them afresh, as a new run does, and they forget in about a pass
+        self._advantage_state = np.zeros(3, np.float32)
         # Per-step outputs of `act` that unrolls keep beside the action: the behaviour policy's
         # params (algorithms/distributions.py), and the optimizer's update count at acting time
         # (the policy lag, measured in training).
@@ -116,7 +124,7 @@ class ImpalaAgent(tf.Module):
                 minibatch = data
                 if self.config.minibatches > 1:
                     minibatch = tf.nest.map_structure(lambda v, rows=part: v[rows], data)
-                steps.append({k: float(v) for k, v in self._step(self.devices.shard(minibatch)).items()})
+                steps.append(self._train_on(minibatch))
             passes.append(steps)
         metrics = {name: over_steps(passes[0], name) for name in passes[0][0]}
         metrics["value/explained_variance"] = pooled_explained_variance(metrics)
@@ -130,6 +138,14 @@ class ImpalaAgent(tf.Module):
                 metrics[f"policy/last_epoch_{name}"] = over_steps(passes[-1], f"policy/{name}")
         metrics["learning_rate"] = float(self.optimizer.learning_rate())
         return metrics
+
+    def _train_on(self, minibatch: Unroll | Transitions) -> dict[str, float]:
+        """One gradient step's metrics; the running advantage moments it returns are kept for the next."""
+        step = {k: float(v) for k, v in self._step(self.devices.shard(minibatch), self._advantage_state).items()}
+        if "advantage/running_weight" in step:
+            self._advantage_state = np.array([step.pop(f"advantage/running_{name}")
+                                              for name in ("sum", "square_sum", "weight")], np.float32)
+        return step
 
     def checkpointed(self) -> dict[str, tf.Module]:
         """What a checkpoint holds: the network and the optimizer's state."""
@@ -188,18 +204,21 @@ class ImpalaAgent(tf.Module):
         targets = unroll_targets(self.net, self.config, time_major(batch))
         return tf.nest.map_structure(lambda v: tf.transpose(v, [1, 0, *range(2, len(v.shape))]), targets)
 
-    def _shard_gradients(self, batch: Unroll) -> tuple[list[tf.Tensor], dict]:
-        """The loss's gradients and metrics on one device's batch-major shard, with the policy lag."""
+    def _shard_gradients(self, batch: Unroll, advantage_state: tf.Tensor) -> tuple[list[tf.Tensor], dict]:
+        """The loss's gradients and metrics on one device's batch-major shard, with the policy lag;
+        `advantage_state` the running advantage moments before this step."""
         batch = time_major(batch)
         if self.config.random_shift:
             batch = shift_unrolls(batch, self.config.random_shift)
         with tf.GradientTape() as tape:
-            loss, metrics = impala_loss(self.net, self.config, batch)
+            loss, metrics = impala_loss(self.net, self.config, batch, advantage_state)
         lag = self._lag(batch.extras["policy_version"][:-1], tf.cast(tf.logical_not(batch.first[1:]), tf.float32))
         return tape.gradient(loss, self.net.trainable_variables), {**metrics, **lag}
 
-    def _shard_transition_gradients(self, minibatch: Transitions) -> tuple[list[tf.Tensor], dict]:
-        """`transition_loss`'s gradients and metrics on one device's shard, with the policy lag."""
+    def _shard_transition_gradients(self, minibatch: Transitions, advantage_state: tf.Tensor) -> tuple[list, dict]:
+        """`transition_loss`'s gradients and metrics on one device's shard, with the policy lag (its
+        advantages are the whole batch's, normalised once: no running moments)."""
+        del advantage_state
         if self.config.random_shift:
             observation, state = shift_transitions(minibatch.observation, minibatch.state, self.config.random_shift)
             minibatch = minibatch._replace(observation=observation, state=state)
@@ -212,10 +231,10 @@ class ImpalaAgent(tf.Module):
         """The policy lag of these transitions against the learner's update count (loss.policy_lag)."""
         return policy_lag(self.optimizer.iterations, policy_version, mask, self.updates_per_batch)
 
-    def _update(self, minibatch: Unroll) -> dict:
+    def _update(self, minibatch: Unroll, advantage_state: tf.Tensor) -> dict:
         """One gradient step on a minibatch (one device) or its shards (several): the metrics
         of its loss (means over the devices), the gradient norm, and "skipped_steps" 1 if the
         gradient was not finite and nothing changed."""
-        grads, metrics = self.devices.mean(self.devices.run(self._gradients, minibatch))
+        grads, metrics = self.devices.mean(self.devices.run(self._gradients, minibatch, advantage_state))
         grad_norm, applied = self.optimizer.apply_clipped(grads, self.config.max_grad_norm)
         return {**metrics, "grad_norm": grad_norm, "skipped_steps": 1.0 - tf.cast(applied, tf.float32)}

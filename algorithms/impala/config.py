@@ -42,7 +42,10 @@ class ImpalaConfig:
     advantage_lambda: float = 0.0
     reward_clip: float = 1.0  # rewards are clipped to [-c, c] for training; 0 turns it off
     life_loss_terminal: bool = False  # Atari: training ends the episode at a lost life; returns stay game scores
-    normalize_advantages: bool = False  # policy-gradient advantages scaled to mean 0, std 1 over each batch
+    normalize_advantages: bool = False  # policy-gradient advantages scaled to mean 0, std 1 over each minibatch
+    # the moments that scale them: "minibatch", each minibatch's own; "running", moving averages of the
+    # minibatches' over about one pass (rate 1 / minibatches), so a minibatch that saw no reward stays small
+    advantage_moments: str = "minibatch"
     epochs: int = 1  # passes over each batch (APPO: several, with --clip-ratio)
     minibatches: int = 1  # each pass cuts the batch into this many minibatches of whole unrolls, one step each
     clip_ratio: float = 0.0  # PPO's clip on pi/mu in the policy loss (APPO: 0.1); 0: IMPALA's -log pi * A

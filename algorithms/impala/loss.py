@@ -77,6 +77,46 @@ def normalized(advantages: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     return (advantages - mean) / (tf.sqrt(variance) + 1e-8)
 
 
+def running_moments(state: tf.Tensor, mean: tf.Tensor, variance: tf.Tensor, rate: float) -> tuple:
+    """Moving averages of the minibatches' advantage moments, with this minibatch's taken in.
+
+    `state` holds (s1, s2, w), sums kept as exponential moving averages at rate beta of each
+    minibatch's mean a, mean square a^2 (its variance plus its mean squared) and 1:
+
+      s1 <- (1 - beta) s1 + beta a,   s2 <- (1 - beta) s2 + beta a^2,   w <- (1 - beta) w + beta,
+
+    so s1 / w and s2 / w are averages whose weights sum to 1 (debiased, as Adam's moments are:
+    from (0, 0, 0) the first minibatch's own moments come back exactly). Returns the running
+    mean s1 / w, variance s2 / w - (s1 / w)^2 and the new state."""
+    keep = 1.0 - rate
+    state = tf.stack([keep * state[0] + rate * mean, keep * state[1] + rate * (variance + tf.square(mean)),
+                      keep * state[2] + rate])
+    running_mean = state[0] / state[2]
+    return running_mean, tf.maximum(state[1] / state[2] - tf.square(running_mean), 0.0), state
+
+
+def normalized_advantages(config: ImpalaConfig, advantages, mean, variance, state) -> tuple[tf.Tensor, dict]:
+    """The policy's advantages with `normalize_advantages`, and the running moments' metrics.
+
+    With `advantage_moments` "minibatch" each minibatch is scaled by its own moments (`normalized`);
+    with "running" by `running_moments` over about one pass (beta = 1 / minibatches). A minibatch
+    of a few unrolls, a few envs' consecutive steps, may hold no reward at all on a game that pays
+    rarely: its advantages are then the value's small errors, which its own std scales up to the
+    size of a minibatch that saw the game pay. The running moments keep such a minibatch small,
+    as the batch-wide moments of PPO's shuffled minibatches do. The metrics carry the new state
+    ("advantage/running_*", for the next step) and "advantage/quiet", 1 when this minibatch's own
+    std is below half the running one (a minibatch its own moments would scale up over twice)."""
+    running_mean, running_variance, state = running_moments(state, mean, variance, 1.0 / config.minibatches)
+    metrics = {"advantage/running_sum": state[0], "advantage/running_square_sum": state[1],
+               "advantage/running_weight": state[2],
+               "advantage/quiet": tf.cast(4.0 * variance < running_variance, tf.float32)}
+    if not config.normalize_advantages:
+        return advantages, metrics
+    if config.advantage_moments == "running":
+        mean, variance = running_mean, running_variance
+    return (advantages - mean) / (tf.sqrt(variance) + 1e-8), metrics
+
+
 def explained_variance(targets: tf.Tensor, values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """1 - Var(v - V) / Var(v) over real transitions: 1 for a value function that predicts its
     targets, 0 for one no better than their mean, below 0 for worse; NaN when the targets do
@@ -172,8 +212,11 @@ def proximal_terms(proximal: Distribution, actions, target_logp, behaviour_logp,
     return target_logp - proximal_logp, tf.minimum(config.clip_pg_rho_threshold, tf.exp(log_weights))
 
 
-def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tuple[tf.Tensor, dict]:
-    """The IMPALA loss on a time-major batch of unrolls ([T+1, B, ...], state [B, ...]).
+def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll,
+                advantage_state: tf.Tensor | None = None) -> tuple[tf.Tensor, dict]:
+    """The IMPALA loss on a time-major batch of unrolls ([T+1, B, ...], state [B, ...]);
+    `advantage_state` the running advantage moments' (s1, s2, w) before this minibatch
+    (`running_moments`; None: the advantages are normalised, if at all, by their own).
 
     loss = policy_gradient + baseline_cost * baseline + entropy_cost * entropy, with
       policy_gradient = -mean(log pi(a_t|x_t) * A_t)        (A_t the V-trace advantage)
@@ -216,7 +259,11 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
     else:
         advantages = behind_advantages.pg_advantages
     advantage_mean, advantage_variance = masked_moments(advantages, mask)
-    if config.normalize_advantages:
+    running = {}
+    if advantage_state is not None:
+        advantages, running = normalized_advantages(config, advantages, advantage_mean, advantage_variance,
+                                                    advantage_state)
+    elif config.normalize_advantages:
         advantages = normalized(advantages, mask)
     shift = policy_shift(target_logp - behaviour_logp, mask, config.clip_ratio, config.clip_rho_threshold)
     if config.clip_ratio > 0 and config.proximal_clip:
@@ -237,6 +284,7 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll) -> tup
         # the advantages as the policy loss would take them before any normalisation
         "advantage/mean": advantage_mean,
         "advantage/std": tf.sqrt(advantage_variance),
+        **running,
     }, start_values, net.value_scale())
 
 
