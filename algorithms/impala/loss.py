@@ -73,8 +73,12 @@ def normalized(advantages: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     Factory's advantage normalisation). With sparse rewards (Pong pays every few hundred
     steps) raw advantages are small beside the value loss in the shared torso's gradient;
     normalised, the policy gradient has the same scale on every task, whatever its rewards."""
-    mean, variance = masked_moments(advantages, mask)
-    return (advantages - mean) / (tf.sqrt(variance) + 1e-8)
+    return standardized(advantages, *masked_moments(advantages, mask))
+
+
+def standardized(x: tf.Tensor, mean: tf.Tensor, variance: tf.Tensor) -> tf.Tensor:
+    """(x - mean) / (std + 1e-8)."""
+    return (x - mean) / (tf.sqrt(variance) + 1e-8)
 
 
 def running_moments(state: tf.Tensor, mean: tf.Tensor, variance: tf.Tensor, rate: float) -> tuple:
@@ -98,7 +102,7 @@ def running_moments(state: tf.Tensor, mean: tf.Tensor, variance: tf.Tensor, rate
 def normalized_advantages(config: ImpalaConfig, advantages, mean, variance, state) -> tuple[tf.Tensor, dict]:
     """The policy's advantages with `normalize_advantages`, and the running moments' metrics.
 
-    With `advantage_moments` "minibatch" each minibatch is scaled by its own moments (`normalized`);
+    With `advantage_moments` "minibatch" each minibatch is scaled by its own moments, as `normalized` does;
     with "running" by `running_moments` over about one pass (beta = 1 / minibatches). A minibatch
     of a few unrolls, a few envs' consecutive steps, may hold no reward at all on a game that pays
     rarely: its advantages are then the value's small errors, which its own std scales up to the
@@ -113,8 +117,8 @@ def normalized_advantages(config: ImpalaConfig, advantages, mean, variance, stat
     if not config.normalize_advantages:
         return advantages, metrics
     if config.advantage_moments == "running":
-        mean, variance = running_mean, running_variance
-    return (advantages - mean) / (tf.sqrt(variance) + 1e-8), metrics
+        return standardized(advantages, running_mean, running_variance), metrics
+    return standardized(advantages, mean, variance), metrics
 
 
 def explained_variance(targets: tf.Tensor, values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
