@@ -99,26 +99,26 @@ def running_moments(state: tf.Tensor, mean: tf.Tensor, variance: tf.Tensor, rate
     return running_mean, tf.maximum(state[1] / state[2] - tf.square(running_mean), 0.0), state
 
 
-def normalized_advantages(config: ImpalaConfig, advantages, mean, variance, state) -> tuple[tf.Tensor, dict]:
-    """The policy's advantages with `normalize_advantages`, and the running moments' metrics.
-
-    With `advantage_moments` "minibatch" each minibatch is scaled by its own moments, as `normalized` does;
-    with "running" by `running_moments` over about one pass (beta = 1 / minibatches). A minibatch
-    of a few unrolls, a few envs' consecutive steps, may hold no reward at all on a game that pays
-    rarely: its advantages are then the value's small errors, which its own std scales up to the
-    size of a minibatch that saw the game pay. The running moments keep such a minibatch small,
-    as the batch-wide moments of PPO's shuffled minibatches do. The metrics carry the new state
-    ("advantage/running_*", for the next step) and "advantage/quiet", 1 when this minibatch's own
-    std is below half the running one (a minibatch its own moments would scale up over twice)."""
+def advantage_scale(config: ImpalaConfig, mean, variance, state) -> tuple[tf.Tensor, tf.Tensor, dict]:
+    """The moments that `normalize_advantages` scales a minibatch's advantages by, and the running
+    moments' metrics: with `advantage_moments` "minibatch" (or no `state`) the minibatch's own
+    `mean` and `variance`; with "running" those of `running_moments` over about one pass (beta =
+    1 / minibatches). A minibatch of a few unrolls, a few envs' consecutive steps, may hold no
+    reward at all on a game that pays rarely: its advantages are then the value's small errors,
+    which its own std scales up to the size of a minibatch that saw the game pay. The running
+    moments keep such a minibatch small, as the batch-wide moments of PPO's shuffled minibatches
+    do. Given a `state`, the metrics carry the new one ("advantage/running_*", for the next step)
+    and "advantage/quiet", 1 when this minibatch's own std is below half the running one (a
+    minibatch its own moments would scale up over twice)."""
+    if state is None:
+        return mean, variance, {}
     running_mean, running_variance, state = running_moments(state, mean, variance, 1.0 / config.minibatches)
     metrics = {"advantage/running_sum": state[0], "advantage/running_square_sum": state[1],
                "advantage/running_weight": state[2],
                "advantage/quiet": tf.cast(4.0 * variance < running_variance, tf.float32)}
-    if not config.normalize_advantages:
-        return advantages, metrics
     if config.advantage_moments == "running":
-        return standardized(advantages, running_mean, running_variance), metrics
-    return standardized(advantages, mean, variance), metrics
+        return running_mean, running_variance, metrics
+    return mean, variance, metrics
 
 
 def explained_variance(targets: tf.Tensor, values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
@@ -263,12 +263,9 @@ def impala_loss(net: PolicyValueNet, config: ImpalaConfig, batch: Unroll,
     else:
         advantages = behind_advantages.pg_advantages
     advantage_mean, advantage_variance = masked_moments(advantages, mask)
-    running = {}
-    if advantage_state is not None:
-        advantages, running = normalized_advantages(config, advantages, advantage_mean, advantage_variance,
-                                                    advantage_state)
-    elif config.normalize_advantages:
-        advantages = normalized(advantages, mask)
+    scale_mean, scale_variance, running = advantage_scale(config, advantage_mean, advantage_variance, advantage_state)
+    if config.normalize_advantages:
+        advantages = standardized(advantages, scale_mean, scale_variance)
     shift = policy_shift(target_logp - behaviour_logp, mask, config.clip_ratio, config.clip_rho_threshold)
     if config.clip_ratio > 0 and config.proximal_clip:
         proximal = net.distribution(batch.extras["proximal_policy"][:-1])
