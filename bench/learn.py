@@ -52,7 +52,7 @@ from seedfleet.bench.results_page import END as HEAD_END
 from seedfleet.bench.results_page import TaskResult, learning_table
 from seedfleet.bench.run_config import Defaults, configs_markdown, todays_defaults
 from seedfleet.envs import describe
-from seedfleet.machine_cpu import MACHINE_FILE, cpu_label, machine, read_machine
+from seedfleet.machine_cpu import BFLOAT16_CPU_FLAGS, MACHINE_FILE, cpu_label, machine, read_machine
 from seedfleet.settings import CONFIG_FILE, EVALS_FILE
 
 BEGIN, END = "<!-- learn:begin -->", "<!-- learn:end -->"
@@ -328,7 +328,9 @@ def report(md_path: Path, names: list[str], runs: Path = RESULTS, defaults: Defa
     the page has them, the head's table of what each task learns (the defaults' runs only) and
     the Atari breadth report (bench/atari_breadth.py)."""
     m = machine()
-    body = [f"Report of {m['date']}, commit {m['commit']}, {m['cores']} cores of {m['cpu']}.", ""]
+    body = [f"Report of {m['date']}, commit {m['commit']}, {m['cores']} cores of {m['cpu']}. A CPU's units set a "
+            f"conv torso's arithmetic unless the run's flags say `--compute-dtype`: bfloat16 on "
+            f"{' and '.join(BFLOAT16_CPU_FLAGS)}, float32 elsewhere (`--compute-dtype auto`).", ""]
     head: list[TaskResult] = []
     for name in names:
         groups = run_groups(name, runs)

@@ -52,6 +52,7 @@ def vector_units(flags: set[str]) -> str:
     return next((unit for unit in VECTOR_UNITS if unit in flags), "")
 
 
+BFLOAT16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo flags of CPUs with bfloat16 dot-product units
 FLAGS_OF_INTEREST = ("amx_bf16", "amx_tile", "avx512_bf16", "avx512f", "avx2")  # what sets a torso's speed here
 MACHINE_FILE = "machine.json"  # in a run's log dir: [{cpu, flags, cores, commit, ..., "from_frames": n}, ...]
 

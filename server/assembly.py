@@ -29,7 +29,7 @@ from seedfleet.algorithms.registry import AlgoConfig, Algorithm
 from seedfleet.algorithms.trainer import OnPolicyTrainer, TrainerThread
 from seedfleet.envs import describe
 from seedfleet.errors import UsageError
-from seedfleet.machine_cpu import cpu_flags, machine
+from seedfleet.machine_cpu import BFLOAT16_CPU_FLAGS, cpu_flags, machine
 from seedfleet.server.actor_port import ActorPort, ActorsServer, bounded, port_security
 from seedfleet.server.backend import LocalBackend
 from seedfleet.server.batcher import DynamicBatcher
@@ -74,9 +74,6 @@ def training_devices(count: int) -> tuple[str, ...]:
         raise UsageError(f"--train-devices {count}: TensorFlow sees {len(pool)} {'GPU' if gpus else 'CPU'} "
                          "device(s)")
     return tuple(pool[:wanted]) if wanted > 1 else ()
-
-
-BFLOAT16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo flags of CPUs with bfloat16 dot-product units
 
 
 def resolve_compute_dtype(requested: str, device: str, flags: set[str] | None = None) -> str:

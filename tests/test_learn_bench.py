@@ -69,6 +69,7 @@ def test_report_writes_tables_and_plots_between_the_markers(tmp_path):
     report(md, ["pong", "breakout"], runs=runs)
     text = md.read_text()
     assert "old" not in text and text.startswith("# head") and text.rstrip().endswith("# tail")
+    assert "bfloat16 on amx_bf16 and avx512_bf16, float32 elsewhere" in text  # what a CPU column implies
     assert "| seed 0 | -20.0 | -10.0 | 12.0 | 18.2 | 11.00M | 45 | target_return |" in text  # stopped early at 18.2
     assert "| seed 1 | -20.5 | -12.5 | 5.0 | 19.0 | 20.00M | 83 | max_frames |" in text
     for ref in CASES["pong"].references:
