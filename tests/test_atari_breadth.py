@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from seedfleet.bench.learn import BEGIN, CASES, END, report
+from seedfleet.bench.learn_cases import CASES
+from seedfleet.bench.learn_report import BEGIN, END, report
 
 
 def test_the_atari5_estimate_of_cleanrl_ppo_at_10m_frames_reads_about_half_of_human():

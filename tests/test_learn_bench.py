@@ -7,18 +7,10 @@ import sys
 import time
 
 from seedfleet import machine_cpu
-from seedfleet.bench.learn import (
-    BEGIN,
-    CASES,
-    END,
-    VARIANT_FILE,
-    keep_all,
-    read_curve,
-    report,
-    return_at,
-    run_command,
-    run_until,
-)
+from seedfleet.bench.learn import keep_all, run_until
+from seedfleet.bench.learn_cases import CASES, VARIANT_FILE, run_command
+from seedfleet.bench.learn_report import BEGIN, END, report
+from seedfleet.bench.plot import read_curve, return_at
 from seedfleet.bench.results_page import BEGIN as HEAD_BEGIN
 from seedfleet.bench.results_page import END as HEAD_END
 from seedfleet.bench.run_config import differences
