@@ -250,6 +250,7 @@ class Reporter:
         "alpha": "sac/alpha",  # SAC: the entropy temperature
         "q_mean": "q/mean",  # value-based agents and SAC: mean Q of the trained actions
         "loss": "loss/total",  # the loss the learner step minimises (every agent but SAC)
+        "grad_norm": "grad_norm",  # global gradient norm before --max-grad-norm clips it (every agent but SAC)
         "critic_loss": "loss/critic",  # SAC: the twin critics' squared TD error
         "value_std": "value/normalization_std",  # --normalize-values: sigma, the value head's unit
     }

@@ -136,8 +136,10 @@ def test_a_batch_that_does_not_split_into_minibatches_is_refused():
 
 def test_progress_lines_average_the_learner_metrics_over_the_interval(tmp_path):
     metrics = Metrics(frame_skip=1)
-    metrics.add_learner_step({"policy/lag": 1.0, "policy/approx_kl": 0.02, "value/explained_variance": float("nan")})
-    metrics.add_learner_step({"policy/lag": 3.0, "policy/approx_kl": 0.04, "value/explained_variance": 0.5})
+    metrics.add_learner_step({"policy/lag": 1.0, "policy/approx_kl": 0.02, "value/explained_variance": float("nan"),
+                              "grad_norm": 0.5})
+    metrics.add_learner_step({"policy/lag": 3.0, "policy/approx_kl": 0.04, "value/explained_variance": 0.5,
+                              "grad_norm": 2.5})
     reporter = Reporter(metrics, tmp_path, lambda: 0)
     reporter.report()
     metrics.add_learner_step({"policy/lag": 7.0})
@@ -148,6 +150,7 @@ def test_progress_lines_average_the_learner_metrics_over_the_interval(tmp_path):
     row = [dict(zip(header, r, strict=True)) for r in (first, second, third)]
     assert float(row[0]["policy_lag"]) == 2.0 and float(row[0]["approx_kl"]) == pytest.approx(0.03)
     assert float(row[0]["explained_variance"]) == 0.5  # the NaN of the first step left out of the mean
+    assert float(row[0]["grad_norm"]) == pytest.approx(1.5)  # before clipping: what --max-grad-norm acts on
     assert row[0]["clip_fraction"] == ""  # never reported
     assert float(row[1]["policy_lag"]) == 7.0 and row[1]["approx_kl"] == ""
     assert row[2]["policy_lag"] == ""
