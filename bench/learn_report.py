@@ -34,6 +34,16 @@ def _frames(n: int) -> str:
     return f"{n / 1e6:g}M"
 
 
+def _run_read(logdir: Path) -> tuple[list[dict], dict, float, float]:
+    """A kept run's curve, summary, frames and wall minutes (the curve's last row where a run
+    killed before its summary has none)."""
+    curve = read_curve(logdir)
+    summary = json.loads((logdir / "summary.json").read_text()) if (logdir / "summary.json").exists() else {}
+    last = curve[-1] if curve else {}
+    wall_min = summary.get("wall_s", last.get("elapsed_s", 0)) / 60
+    return curve, summary, summary.get("frames", last.get("frames", 0)), wall_min
+
+
 def marks_read(curve: list[dict], summary: dict, frames: float, marks: tuple[int, ...],
                key: str = TRAINING) -> list[float]:
     """The run's return at each mark: `return_at`, the final return at the marks past a run
@@ -64,11 +74,7 @@ def case_markdown(name: str, case: Case, groups: list[RunGroup], plot: str,
     for group in groups:
         by_seed = []
         for seed, logdir in sorted(group.seeds.items()):
-            curve = read_curve(logdir)
-            summary = json.loads((logdir / "summary.json").read_text()) if (logdir / "summary.json").exists() else {}
-            last = curve[-1] if curve else {}
-            frames = summary.get("frames", last.get("frames", 0))
-            wall = summary.get("wall_s", last.get("elapsed_s", 0)) / 60
+            curve, summary, frames, wall = _run_read(logdir)
             kinds = [(case.returns, group.label(seed))] + (
                 [(EVALUATION, f"{group.label(seed)}, evaluation actors")] if has_returns(curve, EVALUATION) else [])
             for key, label in kinds:
@@ -106,12 +112,9 @@ def task_result(name: str, case: Case, group: RunGroup, picture: str) -> TaskRes
     """The default's seeds of a case as the head of BENCHMARKS.md reads them."""
     reads, walls, rates, commits, cpus = [], [], [], [], []
     for _, logdir in sorted(group.seeds.items()):
-        curve = read_curve(logdir)
-        summary = json.loads((logdir / "summary.json").read_text()) if (logdir / "summary.json").exists() else {}
-        last = curve[-1] if curve else {}
-        reads.append(marks_read(curve, summary, summary.get("frames", last.get("frames", 0)), case.marks,
-                                case.returns))
-        walls.append(summary.get("wall_s", last.get("elapsed_s", 0)) / 60)
+        curve, summary, frames, wall = _run_read(logdir)
+        reads.append(marks_read(curve, summary, frames, case.marks, case.returns))
+        walls.append(wall)
         fps = sorted(row["frames_per_s"] for row in curve if row.get("frames_per_s", 0) > 0)
         rates.append(fps[len(fps) // 2] if fps else math.nan)
         commits += [m["commit"] for m in read_machine(logdir) if m.get("commit")]
