@@ -21,6 +21,16 @@ update t = iterations + 1:
 
 so eps sits outside the square root and is not bias-corrected (the paper's epsilon-hat).
 
+Adam-Rel (Ellis et al. 2024, arXiv 2412.17113, Algorithm 1) counts t from each new objective, here
+each learner step's batch (`start_objective`), and keeps m and v: t = 1, 2, ... within the step.
+With m and v already near their steady values, the step is alpha_t m / sqrt(v) where
+sqrt(1 - b2^t) / (1 - b1^t) is 0.32 at t = 1, 0.15 at t = 10 and 0.25 at t = 64 (plain Adam's is 1
+after its first thousands of updates): smaller steps, with the learning rate to match. What it
+buys is a bound: when a new objective's gradient g jumps far above sqrt(v), each Adam-Rel step
+is at most about lr per weight (at t = 1, m_1 / (1 - b1) = g + 9 m_0 over
+sqrt(v_1 / (1 - b2)) = sqrt(g^2 + 999 v_0)), where plain Adam's n-th step after such a jump is
+lr (1 - b1^n) / sqrt(1 - b2^n) per weight: 3.2 lr at n = 1 and 6.5 lr at n = 10.
+
 RAdam (Liu et al. 2020, Algorithm 2; PyTorch's optim.RAdam, which PQN trains with) is Adam
 whose adaptive step is scaled by a rectification r_t that makes up for the variance of v in
 the first updates, and which takes plain momentum steps while that variance is undefined:
@@ -63,10 +73,12 @@ class Optimizer(tf.Module):
     and written to every device's copy."""
 
     def __init__(self, kind: str, variables: Sequence[tf.Variable], learning_rate: float, epsilon: float,
-                 decay_steps: int = 0, rmsprop_decay: float = 0.99):
+                 decay_steps: int = 0, rmsprop_decay: float = 0.99, relative_steps: bool = False):
         super().__init__(name=kind)
         if kind not in OPTIMIZERS:
             raise UsageError(f"unknown optimizer {kind!r}; choose from {', '.join(OPTIMIZERS)}")
+        if relative_steps and kind != "adam":
+            raise UsageError(f"relative steps (Adam-Rel) count Adam's bias corrections; {kind} has none to count")
         self.kind = kind
         self.epsilon = epsilon
         self.rho = rmsprop_decay
@@ -82,6 +94,9 @@ class Optimizer(tf.Module):
         self._slots = [[tf.Variable(tf.zeros(v.shape, v.dtype), trainable=False, name=f"{v.name.split(':')[0]}_{n}")
                         for n in names] for v in self._trainable_variables]
         self._variables.extend(slot for slots in self._slots for slot in slots)
+        # Adam-Rel's t - 1, set to 0 by each new objective (checkpointed, though each learner step sets it afresh)
+        self._relative_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="relative_step") \
+            if relative_steps else None
         self._fused_adam = kind == "adam" and not any(
             isinstance(v, tf.distribute.DistributedValues) for v in self._trainable_variables)
 
@@ -94,6 +109,11 @@ class Optimizer(tf.Module):
     def variables(self) -> list[tf.Variable]:
         """The optimizer's own state, in checkpoint order."""
         return list(self._variables)
+
+    def start_objective(self) -> None:
+        """A new objective begins (a learner step's new batch): Adam-Rel counts t from 1 again."""
+        if self._relative_step is not None:
+            self._relative_step.assign(0)
 
     def learning_rate(self) -> tf.Tensor:
         """The step size the next update uses (after the schedule)."""
@@ -120,7 +140,8 @@ class Optimizer(tf.Module):
     def _apply(self, grads: Sequence[tf.Tensor]) -> None:
         rate = self.learning_rate()
         if self.kind == "adam":  # the bias corrections of update t, once for every variable
-            step = tf.cast(self._iterations + 1, tf.float32)
+            counted = self._iterations if self._relative_step is None else self._relative_step
+            step = tf.cast(counted + 1, tf.float32)
             beta_1_power = tf.pow(tf.constant(ADAM_BETA_1), step)
             beta_2_power = tf.pow(tf.constant(ADAM_BETA_2), step)
             if self._fused_adam:
@@ -133,7 +154,12 @@ class Optimizer(tf.Module):
             rule, scale = self._rmsprop, rate
         for grad, variable, slots in zip(grads, self._trainable_variables, self._slots, strict=True):
             rule(variable, grad, scale, *slots)  # mirrored: one value, written to every copy
+        self._count_update()
+
+    def _count_update(self) -> None:
         self._iterations.assign_add(1)
+        if self._relative_step is not None:
+            self._relative_step.assign_add(1)
 
     def _fused_adam_steps(self, grads: Sequence[tf.Tensor], rate: tf.Tensor, beta_1_power: tf.Tensor,
                           beta_2_power: tf.Tensor) -> None:
@@ -144,7 +170,7 @@ class Optimizer(tf.Module):
             tf.raw_ops.ResourceApplyAdam(var=variable.handle, m=m.handle, v=v.handle, beta1_power=beta_1_power,
                                          beta2_power=beta_2_power, lr=rate, beta1=beta_1, beta2=beta_2,
                                          epsilon=epsilon, grad=grad)
-        self._iterations.assign_add(1)
+        self._count_update()
 
     def _radam_scales(self, rate: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """RAdam's step sizes of update t: (that of m / (sqrt(v) + eps), that of m alone), one of them 0."""

@@ -368,3 +368,19 @@ def test_gaussian_appo_loss_matches_a_numpy_loop_from_the_equations():
     np.testing.assert_allclose(metrics["loss/entropy"].numpy(), entropy_loss, rtol=1e-5)
     np.testing.assert_allclose(loss.numpy(), pg + 0.5 * baseline + c_ent * entropy_loss, rtol=1e-4, atol=1e-6)
     assert "policy/state_information" not in metrics and metrics["policy/action_std"].numpy() > 0
+
+
+def test_adam_rel_restarts_its_bias_corrections_with_each_learner_step():
+    """Adam-Rel's first learner step is Adam's (t counts 1..4 in both); from the second its t
+    starts again at 1, where Adam's goes on at 5, so the two agents part."""
+    batch = make_batch(np.random.default_rng(3))
+    agents = [make_agent(epochs=2, minibatches=2, clip_ratio=0.1, learning_rate=1e-2, adam_relative_steps=relative)
+              for relative in (False, True)]
+    for agent in agents:
+        agent.learn(batch)
+    for plain, relative in zip(*(a.net.trainable_variables for a in agents), strict=True):
+        np.testing.assert_allclose(plain.numpy(), relative.numpy(), rtol=1e-6, atol=1e-7)
+    for agent in agents:
+        agent.learn(batch)
+    assert max(np.abs(p.numpy() - r.numpy()).max()
+               for p, r in zip(*(a.net.trainable_variables for a in agents), strict=True)) > 1e-4

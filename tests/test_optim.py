@@ -1,5 +1,7 @@
 """Adam, RAdam and RMSProp (algorithms/optim.py) against plain NumPy loops of their equations."""
 
+import contextlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -101,3 +103,43 @@ def test_clipping_scales_to_the_global_norm_and_a_non_finite_gradient_changes_no
 def test_an_unknown_optimizer_is_a_usage_error():
     with pytest.raises(UsageError, match="unknown optimizer 'sgd'; choose from adam, radam, rmsprop"):
         optim.Optimizer("sgd", [tf.Variable(1.0)], 0.1, 1e-8)
+
+
+
+def numpy_adam_rel(w, objectives, lr, eps, b1=0.9, b2=0.999):
+    """Ellis et al. (2024), Algorithm 1: Adam (eps as in numpy_adam) whose t restarts at 1 with
+    each objective's first update, while m and v carry over from the objective before."""
+    m, v = np.zeros_like(w), np.zeros_like(w)
+    for grads in objectives:
+        for t, g in enumerate(grads, start=1):
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * g * g
+            w = w - lr * np.sqrt(1 - b2**t) / (1 - b1**t) * m / (np.sqrt(v) + eps)
+    return w
+
+
+@pytest.mark.parametrize("mirrored", [False, True])
+def test_adam_rel_counts_t_from_each_objective_and_keeps_the_moments(mirrored):
+    """Three objectives of 3, 2 and 4 updates (mirrored: the unfused update, written to every copy)."""
+    rng = np.random.default_rng(7)
+    objectives = [[rng.normal(size=(2, 2)) * scale for _ in range(n)] for n, scale in ((3, 1.0), (2, 5.0), (4, 0.2))]
+    start = np.array([[1.0, -2.0], [0.5, 3.0]])
+    scope = tf.distribute.MirroredStrategy(["/cpu:0"]).scope() if mirrored else contextlib.nullcontext()
+    with scope:
+        variable = tf.Variable(start, dtype=tf.float32)
+        opt = optim.Optimizer("adam", [variable], learning_rate=0.1, epsilon=0.01, relative_steps=True)
+    for n, grads in enumerate(objectives, start=1):
+        opt.start_objective()
+        for g in grads:
+            opt.apply_clipped([tf.constant(g, tf.float32)])
+        np.testing.assert_allclose(variable.numpy(), numpy_adam_rel(start, objectives[:n], 0.1, 0.01),
+                                   rtol=1e-5, atol=1e-6, err_msg=f"objective {n}")
+    flat = [g for grads in objectives for g in grads]
+    assert not np.allclose(variable.numpy(), numpy_adam(start, flat, 0.1, 0, 0.01), atol=1e-3)
+    assert int(opt.iterations.numpy()) == 9
+    assert len(opt.variables) == 1 + 1 + 2  # Keras's layout holds plain Adam's state
+
+
+def test_relative_steps_are_adam_s_alone():
+    with pytest.raises(UsageError, match="relative steps \\(Adam-Rel\\) count Adam's bias corrections"):
+        optim.Optimizer("rmsprop", [tf.Variable(1.0)], 0.1, 1e-8, relative_steps=True)

@@ -73,7 +73,7 @@ class ImpalaAgent(tf.Module):
             self.net = PolicyValueNet(network, env.obs_shape, env.actions, env.seed, env.obs_dtype, statistics)
             self.optimizer = optim.Optimizer(config.optimizer, self.net.trainable_variables, config.learning_rate,
                                              config.optimizer_epsilon, decay_steps * self.updates_per_batch,
-                                             config.rmsprop_decay)
+                                             config.rmsprop_decay, config.adam_relative_steps)
         self.layout = SequenceLayout(config.unroll_length, overlap=1)
         self.actions = env.actions
         self.batch_size = config.batch_size
@@ -111,6 +111,7 @@ class ImpalaAgent(tf.Module):
         and "skipped_steps" counts the steps of all passes left out for a non-finite gradient.
         """
         data: Unroll | Transitions = batch
+        self.optimizer.start_objective()
         if self.config.shuffle_transitions:
             data = flatten(batch, self._by_minibatch(self._targets, batch))
         elif self.config.proximal_clip or self.config.fixed_targets or self.config.value_clip:

@@ -17,6 +17,9 @@ class ImpalaConfig:
     learning_rate: float = 1e-3  # the optimizer's step size
     optimizer_epsilon: float = 1e-5  # Adam's or RMSProp's epsilon
     rmsprop_decay: float = 0.99  # RMSProp's rho (decay of the mean square)
+    # Adam-Rel (Ellis et al. 2024): Adam's bias corrections count the updates since the learner step began,
+    # not since the run began; the moments carry on (algorithms/optim.py). Adam only
+    adam_relative_steps: bool = False
     learning_rate_decay: bool = False  # the learning rate falls linearly to 0 at --max-frames
     learning_rate_decay_frames: int = 0  # ... or at this many frames instead (0: --max-frames); a run may stop sooner
     baseline_cost: float = 0.5  # weight of the value loss 0.5 * (v_s - V(x_s))^2
