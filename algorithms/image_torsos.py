@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from seedfleet.algorithms.layers import LayerNorm, Linear, MapNorm, conv_weights
+from seedfleet.algorithms.pixel_normalization import PixelStatistics
 from seedfleet.errors import UsageError
 
 PADDINGS = ("valid", "same")  # --conv-padding's choices
@@ -113,9 +114,12 @@ class ConvTorso(tf.Module):
 
     def __init__(self, kind: str, image_shape: tuple[int, int, int], rng, dtype: tf.DType = tf.float32,
                  scale: float = 1.0 / 255, layer_norm: bool = False, init: str = "orthogonal",
-                 padding: str = "valid", feature_norm: bool = False, conv_norm: str = "pixel", dense_units: int = 0):
+                 padding: str = "valid", feature_norm: bool = False, conv_norm: str = "pixel", dense_units: int = 0,
+                 pixel_statistics: PixelStatistics | None = None):
+        """`pixel_statistics`: each pixel standardised by them (in float32) in place of `scale`."""
         super().__init__()
-        self.dtype, self.scale = dtype, scale
+        self.pixel_statistics = pixel_statistics
+        self.dtype, self.scale = dtype, 1.0 if pixel_statistics is not None else scale
         convs, hidden = self.SPECS[kind]
         if dense_units < 0:
             raise UsageError(f"--dense-units {dense_units}: give a positive width, or 0 for the {kind} "
@@ -147,8 +151,10 @@ class ConvTorso(tf.Module):
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         first, *rest = self.convs
         frames = x.shape[1]
+        if self.pixel_statistics is not None:
+            x = self.pixel_statistics.normalize(x)
         x = first.pad(x, row_axis=2)  # frame-major stacks: [N, k, H, W(, C)]
-        x = tf.cast(image_blocks(x, first.stride, *first.reads), self.dtype)  # bytes 0..255 are exact in bfloat16
+        x = tf.cast(image_blocks(x, first.stride, *first.reads), self.dtype)  # bytes are exact in bfloat16
         x = self._activation(first.on_blocks(x, self.scale, frames=frames), 0)
         for layer, conv in enumerate(rest, start=1):
             x = self._activation(conv.on_blocks(feature_blocks(conv.pad(x, row_axis=1), conv.stride, *conv.reads)),

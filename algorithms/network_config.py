@@ -22,6 +22,9 @@ class NetworkConfig:
     conv_norm: str = "pixel"  # with --layer-norm, a conv's output over: pixel (each pixel's channels) | map (all)
     feature_norm: bool = False  # conv torsos: layer normalisation of the dense feature layer alone, before its ReLU
     dense_units: int = 0  # conv torsos: units of the dense layer after the convs (0: the torso's own, e.g. 256 shallow)
+    # conv torsos of actor-critic agents: each input pixel standardised by its running mean and std over the
+    # frames trained on, clipped to [-5, 5] (algorithms/pixel_normalization.py; Sample Factory's normalize_input)
+    pixel_norm: bool = False
     lstm_size: int = 0  # LSTM core size; 0: none for vtrace; for r2d2 512 (Atari frames), 128 (small images), 64
     frame_stack: int = 0  # frames stacked on the learner (0: 4 for [H, W] frames, 1 for [H, W, C] and vectors)
     compute_dtype: str = "auto"  # conv torso arithmetic: float32, bfloat16, or auto (bfloat16 on CPUs with bf16 units)

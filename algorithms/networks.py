@@ -20,6 +20,7 @@ from seedfleet.algorithms.distributions import Categorical, DiagGaussian
 from seedfleet.algorithms.image_torsos import ConvTorso, PoolTorso
 from seedfleet.algorithms.layers import DENSE_INITS, LayerNorm, Linear
 from seedfleet.algorithms.network_config import NetworkConfig
+from seedfleet.algorithms.pixel_normalization import PixelStatistics
 from seedfleet.algorithms.value_normalization import ValueStatistics
 from seedfleet.errors import UsageError
 
@@ -131,7 +132,9 @@ class RecurrentTorso(tf.Module):
     """
 
     def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], seed: int = 0, extra_size: int = 0,
-                 obs_dtype: np.dtype = UINT8):
+                 obs_dtype: np.dtype = UINT8, pixel_statistics: PixelStatistics | None = None):
+        """`pixel_statistics`: what --pixel-norm standardises the pixels with, kept up to date by the
+        agent; an agent that keeps none refuses --pixel-norm here."""
         super().__init__()
         if config.dense_init not in DENSE_INITS:
             raise UsageError(f"--dense-init {config.dense_init!r}: choose from {', '.join(DENSE_INITS)}")
@@ -159,14 +162,21 @@ class RecurrentTorso(tf.Module):
             dtype = config.compute_dtype if config.compute_dtype != "auto" else "float32"
             stack_shape = (*obs_shape[:2], self.frame_stack * (obs_shape[2] if len(obs_shape) == 3 else 1))
             scale = 1.0 / 255 if self.obs_dtype == UINT8 else 1.0
+            if config.pixel_norm and (pixel_statistics is None or kind == "pool"):
+                raise UsageError("--pixel-norm standardises a conv torso's pixels by statistics the actor-critic "
+                                 f"agents keep: the {kind} torso here has none")
             if kind == "pool" and (config.layer_norm or config.feature_norm):
                 raise UsageError("--layer-norm and --feature-norm normalise a conv or mlp torso's layers: the pool "
                                  "torso has none")
             self.torso = PoolTorso(stack_shape, rng, scale) if kind == "pool" else \
                 ConvTorso(kind, stack_shape, rng, tf.as_dtype(dtype), scale, config.layer_norm, config.dense_init,
-                          config.conv_padding, config.feature_norm, config.conv_norm, config.dense_units)
+                          config.conv_padding, config.feature_norm, config.conv_norm, config.dense_units,
+                          pixel_statistics if config.pixel_norm else None)
         else:
             raise UsageError(f"unknown torso {config.torso!r}")
+        if config.pixel_norm and kind == "mlp":
+            raise UsageError("--pixel-norm standardises image pixels; vector observations have "
+                             "--normalize-observations")
         if config.conv_norm != "pixel" and not (config.layer_norm and kind in ConvTorso.SPECS):
             raise UsageError(f"--conv-norm {config.conv_norm} says what --layer-norm normalises a conv torso's "
                              "layers over: pass --layer-norm, on a conv torso")
@@ -261,14 +271,19 @@ class PolicyValueNet(tf.Module):
                  obs_dtype: np.dtype = UINT8, value_statistics: ValueStatistics | None = None):
         super().__init__()
         self.value_statistics = value_statistics
-        self.torso = RecurrentTorso(config, obs_shape, seed, obs_dtype=obs_dtype)
+        # --pixel-norm's statistics, shared by the policy's torso and the value's; the agent updates them
+        self.pixel_statistics = PixelStatistics(tuple(obs_shape), 1.0 / 255 if np.dtype(obs_dtype) == UINT8 else 1.0) \
+            if config.pixel_norm else None
+        self.torso = RecurrentTorso(config, obs_shape, seed, obs_dtype=obs_dtype,
+                                    pixel_statistics=self.pixel_statistics)
         self.policy = POLICY_HEADS[actions.kind](self.torso.out_size, actions, self.torso.rng, config.initial_log_std)
         self.value_torso = None
         if not config.shared_torso:
             if config.lstm_size:
                 raise UsageError("--lstm-size needs --shared-torso: a value torso of its own (--no-shared-torso, "
                                  "the default on Box envs) keeps no memory")
-            self.value_torso = RecurrentTorso(config, obs_shape, seed + 1, obs_dtype=obs_dtype)
+            self.value_torso = RecurrentTorso(config, obs_shape, seed + 1, obs_dtype=obs_dtype,
+                                              pixel_statistics=self.pixel_statistics)
         self.value = Linear(self.torso.out_size, 1, 1.0, self.torso.rng)
         self.distribution = self.policy.distribution  # reads the policy's params
 

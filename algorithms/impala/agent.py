@@ -112,6 +112,8 @@ class ImpalaAgent(tf.Module):
         """
         data: Unroll | Transitions = batch
         self.optimizer.start_objective()
+        if self.net.pixel_statistics is not None:  # before the passes, which train on what acting will see
+            self.net.pixel_statistics.update(batch.observation)
         if self.config.shuffle_transitions:
             data = flatten(batch, self._by_minibatch(self._targets, batch))
         elif self.config.proximal_clip or self.config.fixed_targets or self.config.value_clip:
