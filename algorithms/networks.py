@@ -171,7 +171,7 @@ class RecurrentTorso(tf.Module):
             self.torso = PoolTorso(stack_shape, rng, scale) if kind == "pool" else \
                 ConvTorso(kind, stack_shape, rng, tf.as_dtype(dtype), scale, config.layer_norm, config.dense_init,
                           config.conv_padding, config.feature_norm, config.conv_norm, config.dense_units,
-                          pixel_statistics if config.pixel_norm else None)
+                          pixel_statistics)
         else:
             raise UsageError(f"unknown torso {config.torso!r}")
         if config.pixel_norm and kind == "mlp":

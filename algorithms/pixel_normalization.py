@@ -12,9 +12,9 @@ bounds how loudly a change of a pixel that never moved before can speak.
 
 The statistics move once per learner step, from the batch's frames, before its gradient steps
 (Sample Factory's learner updates them with each training batch and acts with them frozen):
-Chan, Golub and LeVeque's merge of the batch's mean and variance into those of the n frames
-before it (server/normalization.py's RunningMeanStd, in TensorFlow variables so that acting,
-checkpoints, eval and exported models all read them with the network). Before the first
+the batch's mean and variance merged into those of the frames before it
+(seedfleet/running_moments.py), kept in TensorFlow variables so that acting, checkpoints, eval
+and exported models all read them with the network. Before the first
 update mu = 0 and s2 = 1 - EPSILON, so x' is x c, clipped at CLIP: the torso as it is without them.
 """
 
@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+
+from seedfleet.running_moments import merge_moments
 
 EPSILON = 1e-5  # under the square root (Sample Factory's _NORM_EPS)
 CLIP = 5.0  # standardised pixels are clipped to [-CLIP, CLIP] (Sample Factory's and PPO-DNA's)
@@ -51,15 +53,9 @@ class PixelStatistics(tf.Module):
             return
         batch_mean = samples.mean(axis=0, dtype=np.float64) * self.scale
         batch_variance = samples.var(axis=0, dtype=np.float64) * self.scale**2
-        count = float(self.count.numpy())
-        if count == 0:
-            mean, variance = batch_mean, batch_variance
-        else:
-            total = count + n
-            delta = batch_mean - self.mean.numpy()
-            mean = self.mean.numpy() + delta * (n / total)
-            variance = (self.variance.numpy() * count + batch_variance * n + np.square(delta) * (count * n / total)
-                        ) / total
+        mean, variance, count = merge_moments(self.mean.numpy().astype(np.float64),
+                                              self.variance.numpy().astype(np.float64), float(self.count.numpy()),
+                                              batch_mean, batch_variance, n)
         self.mean.assign(mean.astype(np.float32))
         self.variance.assign(variance.astype(np.float32))
-        self.count.assign(count + n)
+        self.count.assign(count)

@@ -23,19 +23,16 @@ from __future__ import annotations
 import numpy as np
 
 from seedfleet.errors import UsageError
+from seedfleet.running_moments import merge_moments
 
 EPSILON = 1e-8  # under the square root, as gymnasium's wrappers have it
 CLIP = 10.0  # normalised observations and scaled rewards are clipped to [-CLIP, CLIP]
 
 
 class RunningMeanStd:
-    """Mean and (population) variance of every sample seen, merged a batch at a time.
-
-    Chan, Golub and LeVeque's parallel update: for a batch of n samples with mean m_b and
-    variance v_b, against N samples so far with mean m and variance v, d = m_b - m,
-      m' = m + d n / (N + n),   v' = (v N + v_b n + d^2 N n / (N + n)) / (N + n),
-    which equals Welford's one-sample update applied n times. Kept in float64. Before any
-    sample: mean 0, variance 1 (normalising is the identity).
+    """Mean and (population) variance of every sample seen, merged a batch at a time
+    (seedfleet/running_moments.py). Kept in float64. Before any sample: mean 0, variance 1
+    (normalising is the identity).
     """
 
     def __init__(self, shape: tuple[int, ...] = ()):
@@ -49,15 +46,8 @@ class RunningMeanStd:
         if not n:
             return
         samples = np.asarray(samples, np.float64)
-        batch_mean, batch_var = samples.mean(axis=0), samples.var(axis=0)
-        if self.count == 0:
-            self.mean, self.var, self.count = batch_mean, batch_var, n
-            return
-        total = self.count + n
-        delta = batch_mean - self.mean
-        self.mean = self.mean + delta * (n / total)
-        self.var = (self.var * self.count + batch_var * n + np.square(delta) * (self.count * n / total)) / total
-        self.count = total
+        self.mean, self.var, self.count = merge_moments(self.mean, self.var, self.count, samples.mean(axis=0),
+                                                        samples.var(axis=0), n)
 
     def state(self) -> dict:
         return {"mean": self.mean.tolist(), "var": self.var.tolist(), "count": self.count}
