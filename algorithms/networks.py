@@ -265,10 +265,13 @@ class PolicyValueNet(tf.Module):
     it) the value off a torso of its own, so the value loss does not pull on the policy's
     features. A frame stack is input, not memory: the value's torso reads the stack the
     policy's keeps in the state. With `value_statistics` the value head's output is a normalised
-    value and the net returns its denormalisation (algorithms/value_normalization.py)."""
+    value and the net returns its denormalisation (algorithms/value_normalization.py). With
+    `auxiliary_value` (a value torso of its own only) the policy's torso carries a value head
+    too, which only PPO-DNA's distillation reads and trains (algorithms/impala/distillation.py)."""
 
     def __init__(self, config: NetworkConfig, obs_shape: tuple[int, ...], actions: ActionSpec, seed=0,
-                 obs_dtype: np.dtype = UINT8, value_statistics: ValueStatistics | None = None):
+                 obs_dtype: np.dtype = UINT8, value_statistics: ValueStatistics | None = None,
+                 auxiliary_value: bool = False):
         super().__init__()
         self.value_statistics = value_statistics
         # --pixel-norm's statistics, shared by the policy's torso and the value's; the agent updates them
@@ -286,6 +289,12 @@ class PolicyValueNet(tf.Module):
                                               pixel_statistics=self.pixel_statistics)
         self.value = Linear(self.torso.out_size, 1, 1.0, self.torso.rng)
         self.distribution = self.policy.distribution  # reads the policy's params
+        self.auxiliary_value = None
+        if auxiliary_value:
+            if self.value_torso is None:
+                raise UsageError("an auxiliary value head on the policy's torso is distilled from a value torso of "
+                                 "its own: it needs --no-shared-torso")
+            self.auxiliary_value = Linear(self.torso.out_size, 1, 1.0, self.torso.rng)
 
     def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
         return self.torso.initial_state(batch_size)
@@ -298,6 +307,26 @@ class PolicyValueNet(tf.Module):
         if self.value_statistics is not None:
             values = self.value_statistics.denormalize(values)
         return self.policy(features), values, new_state
+
+    def policy_side(self, obs, first, state: State) -> tuple[tf.Tensor, tf.Tensor]:
+        """The policy's torso alone: (policy params [T, B, P], auxiliary values [T, B]), in float32."""
+        features, _ = self.torso(obs, first, state)
+        auxiliary = tf.squeeze(self.auxiliary_value(features), -1)
+        return tf.cast(self.policy(features), tf.float32), tf.cast(auxiliary, tf.float32)
+
+    @property
+    def loss_variables(self) -> list[tf.Variable]:
+        """What the actor-critic losses train: every trainable variable but the auxiliary value head's."""
+        if self.auxiliary_value is None:
+            return list(self.trainable_variables)
+        auxiliary = {id(v) for v in self.auxiliary_value.trainable_variables}
+        return [v for v in self.trainable_variables if id(v) not in auxiliary]
+
+    @property
+    def policy_variables(self) -> list[tf.Variable]:
+        """What distillation trains: the policy's torso, its head and the auxiliary value head."""
+        return [*self.torso.trainable_variables, *self.policy.trainable_variables,
+                *self.auxiliary_value.trainable_variables]
 
     def value_scale(self) -> tf.Tensor:
         """sigma, the spread the value head's output is in units of (1 without normalisation)."""

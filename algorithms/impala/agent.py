@@ -15,6 +15,7 @@ from seedfleet.algorithms.augmentation import shift_transitions, shift_unrolls
 from seedfleet.algorithms.distribute import DataParallel
 from seedfleet.algorithms.graph import graph_function
 from seedfleet.algorithms.impala.config import ImpalaConfig
+from seedfleet.algorithms.impala.distillation import OLD_POLICY, VALUE_TARGET, distillation_loss
 from seedfleet.algorithms.impala.loss import impala_loss, policy_lag, pooled_explained_variance, pooled_moments
 from seedfleet.algorithms.impala.transition_minibatches import (
     Transitions,
@@ -65,15 +66,24 @@ class ImpalaAgent(tf.Module):
                                     or 2 * config.random_shift >= min(env.obs_shape[:2])):
             raise UsageError(f"--random-shift moves image observations by at most that many pixels, under half "
                              f"their side (0: off), got {config.random_shift} for observations of {env.obs_shape}")
+        if config.distill_epochs < 0 or config.distill_beta < 0:
+            raise UsageError(f"--distill-epochs counts passes (0: off) and --distill-beta weighs a KL term: both at "
+                             f"least 0, got {config.distill_epochs} and {config.distill_beta}")
         self.config = config
         self.updates_per_batch = config.epochs * config.minibatches
         self.devices = DataParallel(env.train_devices, config.batch_size // config.minibatches)
         with self.devices.scope():
             statistics = ValueStatistics(config.value_normalization_rate) if config.normalize_values else None
-            self.net = PolicyValueNet(network, env.obs_shape, env.actions, env.seed, env.obs_dtype, statistics)
-            self.optimizer = optim.Optimizer(config.optimizer, self.net.trainable_variables, config.learning_rate,
+            self.net = PolicyValueNet(network, env.obs_shape, env.actions, env.seed, env.obs_dtype, statistics,
+                                      auxiliary_value=config.distill_epochs > 0)
+            self.optimizer = optim.Optimizer(config.optimizer, self.net.loss_variables, config.learning_rate,
                                              config.optimizer_epsilon, decay_steps * self.updates_per_batch,
                                              config.rmsprop_decay, config.adam_relative_steps)
+            # distillation's own optimizer over the policy's side, on the same schedule per update
+            self.distill_optimizer = optim.Optimizer(
+                config.optimizer, self.net.policy_variables, config.learning_rate, config.optimizer_epsilon,
+                decay_steps * config.distill_epochs * config.minibatches, config.rmsprop_decay,
+                config.adam_relative_steps) if config.distill_epochs else None
         self.layout = SequenceLayout(config.unroll_length, overlap=1)
         self.actions = env.actions
         self.batch_size = config.batch_size
@@ -94,6 +104,9 @@ class ImpalaAgent(tf.Module):
         gradients = self._shard_transition_gradients if config.shuffle_transitions else self._shard_gradients
         self._step, self._gradients = self.devices.compile(self._update, gradients, jit_compile=network.jit_compile)
         self._outputs = graph_function(lambda shards: self.devices.run(self._shard_outputs, shards))
+        if config.distill_epochs:
+            self._distill_step, self._distill_gradients = self.devices.compile(
+                self._distill_update, self._shard_distill_gradients, jit_compile=network.jit_compile)
         self._targets = graph_function(lambda shards: self.devices.run(self._shard_targets, shards))
 
     def learn(self, batch: Unroll) -> dict[str, float]:
@@ -140,6 +153,26 @@ class ImpalaAgent(tf.Module):
             for name in ("mean_rho", "approx_kl", "clip_fraction"):
                 metrics[f"policy/last_epoch_{name}"] = over_steps(passes[-1], f"policy/{name}")
         metrics["learning_rate"] = float(self.optimizer.learning_rate())
+        if self.config.distill_epochs:
+            metrics.update(self._distill(batch))
+        return metrics
+
+    def _distill(self, batch: Unroll) -> dict[str, float]:
+        """PPO-DNA's distillation passes (distillation.py) over the batch, in minibatches of whole
+        unrolls as the passes cut them; pi_old and V are the network's as they begin. Metrics are
+        means over its steps, the last pass's KL beside them."""
+        params, values = self._step_start(batch)
+        data = batch._replace(extras={**batch.extras, OLD_POLICY: params, VALUE_TARGET: values})
+        self.distill_optimizer.start_objective()
+        passes = []
+        for _ in range(self.config.distill_epochs):
+            steps = []
+            for part in np.array_split(self._rng.permutation(data.size), self.config.minibatches):
+                minibatch = data.map(lambda v, rows=part: v[rows])
+                steps.append({k: float(v) for k, v in self._distill_step(self.devices.shard(minibatch)).items()})
+            passes.append(steps)
+        metrics = {name: over_steps([s for steps in passes for s in steps], name) for name in passes[0][0]}
+        metrics["distill/last_epoch_kl"] = over_steps(passes[-1], "distill/kl")
         return metrics
 
     def _train_on(self, minibatch: Unroll | Transitions) -> dict[str, float]:
@@ -151,8 +184,10 @@ class ImpalaAgent(tf.Module):
         return step
 
     def checkpointed(self) -> dict[str, tf.Module]:
-        """What a checkpoint holds: the network and the optimizer's state."""
-        return {"net": self.net, "optimizer": self.optimizer}
+        """What a checkpoint holds: the network and the optimizers' state."""
+        if self.distill_optimizer is None:
+            return {"net": self.net, "optimizer": self.optimizer}
+        return {"net": self.net, "optimizer": self.optimizer, "distill_optimizer": self.distill_optimizer}
 
     def initial_state(self, batch_size: int) -> dict[str, np.ndarray]:
         return self.net.initial_state(batch_size)
@@ -216,7 +251,7 @@ class ImpalaAgent(tf.Module):
         with tf.GradientTape() as tape:
             loss, metrics = impala_loss(self.net, self.config, batch, advantage_state)
         lag = self._lag(batch.extras["policy_version"][:-1], tf.cast(tf.logical_not(batch.first[1:]), tf.float32))
-        return tape.gradient(loss, self.net.trainable_variables), {**metrics, **lag}
+        return tape.gradient(loss, self.net.loss_variables), {**metrics, **lag}
 
     def _shard_transition_gradients(self, minibatch: Transitions, advantage_state: tf.Tensor) -> tuple[list, dict]:
         """`transition_loss`'s gradients and metrics on one device's shard, with the policy lag (its
@@ -228,11 +263,24 @@ class ImpalaAgent(tf.Module):
         with tf.GradientTape() as tape:
             loss, metrics = transition_loss(self.net, self.config, minibatch)
         lag = self._lag(minibatch.policy_version, tf.cast(minibatch.mask, tf.float32))
-        return tape.gradient(loss, self.net.trainable_variables), {**metrics, **lag}
+        return tape.gradient(loss, self.net.loss_variables), {**metrics, **lag}
 
     def _lag(self, policy_version: tf.Tensor, mask: tf.Tensor) -> dict:
         """The policy lag of these transitions against the learner's update count (loss.policy_lag)."""
         return policy_lag(self.optimizer.iterations, policy_version, mask, self.updates_per_batch)
+
+    def _shard_distill_gradients(self, minibatch: Unroll) -> tuple[list[tf.Tensor], dict]:
+        """The distillation loss's gradients on the policy's side, and its metrics, on one device's
+        batch-major shard."""
+        with tf.GradientTape() as tape:
+            loss, metrics = distillation_loss(self.net, self.config.distill_beta, time_major(minibatch))
+        return tape.gradient(loss, self.net.policy_variables), metrics
+
+    def _distill_update(self, minibatch: Unroll) -> dict:
+        """One distillation step (its gradients clipped as the passes' are), with its gradient norm."""
+        grads, metrics = self.devices.mean(self.devices.run(self._distill_gradients, minibatch))
+        grad_norm, applied = self.distill_optimizer.apply_clipped(grads, self.config.max_grad_norm)
+        return {**metrics, "distill/grad_norm": grad_norm, "distill/skipped_steps": 1.0 - tf.cast(applied, tf.float32)}
 
     def _update(self, minibatch: Unroll, advantage_state: tf.Tensor) -> dict:
         """One gradient step on a minibatch (one device) or its shards (several): the metrics

@@ -57,6 +57,11 @@ class ImpalaConfig:
     # each pass's minibatches hold single transitions drawn across all unrolls (PPO's shuffle), not whole
     # unrolls; their targets are the step start network's, as with fixed_targets (feed-forward networks only)
     shuffle_transitions: bool = False
+    # PPO-DNA's distillation (Aitchison and Sweetser 2022; algorithms/impala/distillation.py): after the passes,
+    # this many more train an auxiliary value head on the policy's torso towards the value torso's values while a
+    # KL term holds the policy; needs --no-shared-torso (0: off)
+    distill_epochs: int = 0
+    distill_beta: float = 1.0  # the KL term's weight in the distillation loss (the reference's)
     # image observations: each minibatch is trained on frames shifted by up to this many pixels each way
     # (edge pixels repeated, one random shift per unroll or transition; algorithms/augmentation.py); 0: off
     random_shift: int = 0
