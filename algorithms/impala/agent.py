@@ -161,7 +161,7 @@ class ImpalaAgent(tf.Module):
         """PPO-DNA's distillation passes (distillation.py) over the batch, in minibatches of whole
         unrolls as the passes cut them; pi_old and V are the network's as they begin. Metrics are
         means over its steps, the last pass's KL beside them."""
-        params, values = self._step_start(batch)
+        params, values = self._by_minibatch(self._outputs, batch)  # the network as the passes left it
         data = batch._replace(extras={**batch.extras, OLD_POLICY: params, VALUE_TARGET: values})
         self.distill_optimizer.start_objective()
         passes = []
