@@ -132,16 +132,8 @@ class ImpalaAgent(tf.Module):
         elif self.config.proximal_clip or self.config.fixed_targets or self.config.value_clip:
             params, values = self._step_start(batch)
             data = batch._replace(extras={**batch.extras, "proximal_policy": params, "start_value": values})
-        passes = []
-        for _ in range(self.config.epochs):
-            order = self._rng.permutation(data.size)
-            steps = []
-            for part in np.array_split(order, self.config.minibatches):
-                minibatch = data
-                if self.config.minibatches > 1:
-                    minibatch = tf.nest.map_structure(lambda v, rows=part: v[rows], data)
-                steps.append(self._train_on(minibatch))
-            passes.append(steps)
+        passes = [[self._train_on(minibatch) for minibatch in self._one_pass(data)]
+                  for _ in range(self.config.epochs)]
         metrics = {name: over_steps(passes[0], name) for name in passes[0][0]}
         metrics["value/explained_variance"] = pooled_explained_variance(metrics)
         if self.net.value_statistics is not None:  # from the first pass's targets, for the next learner step
@@ -160,20 +152,23 @@ class ImpalaAgent(tf.Module):
     def _distill(self, batch: Unroll) -> dict[str, float]:
         """PPO-DNA's distillation passes (distillation.py) over the batch, in minibatches of whole
         unrolls as the passes cut them; pi_old and V are the network's as they begin. Metrics are
-        means over its steps, the last pass's KL beside them."""
+        means over its steps (skipped steps summed), the last pass's KL beside them."""
         params, values = self._by_minibatch(self._outputs, batch)  # the network as the passes left it
         data = batch._replace(extras={**batch.extras, OLD_POLICY: params, VALUE_TARGET: values})
         self.distill_optimizer.start_objective()
-        passes = []
-        for _ in range(self.config.distill_epochs):
-            steps = []
-            for part in np.array_split(self._rng.permutation(data.size), self.config.minibatches):
-                minibatch = data.map(lambda v, rows=part: v[rows])
-                steps.append({k: float(v) for k, v in self._distill_step(self.devices.shard(minibatch)).items()})
-            passes.append(steps)
-        metrics = {name: over_steps([s for steps in passes for s in steps], name) for name in passes[0][0]}
+        passes = [[{k: float(v) for k, v in self._distill_step(self.devices.shard(minibatch)).items()}
+                   for minibatch in self._one_pass(data)] for _ in range(self.config.distill_epochs)]
+        steps = [step for steps in passes for step in steps]
+        metrics = {name: over_steps(steps, name) for name in steps[0]}
+        metrics["distill/skipped_steps"] = float(sum(step["distill/skipped_steps"] for step in steps))
         metrics["distill/last_epoch_kl"] = over_steps(passes[-1], "distill/kl")
         return metrics
+
+    def _one_pass(self, data: Unroll | Transitions):
+        """One pass's minibatches: the batch's rows in a new random order, cut into `minibatches`
+        parts (the whole batch when there is one)."""
+        for part in np.array_split(self._rng.permutation(data.size), self.config.minibatches):
+            yield data if self.config.minibatches == 1 else tf.nest.map_structure(lambda v, rows=part: v[rows], data)
 
     def _train_on(self, minibatch: Unroll | Transitions) -> dict[str, float]:
         """One gradient step's metrics; the running advantage moments it returns are kept for the next."""
